@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import socket
+import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from benchmarks.runtime.job_payload import JobStep, NotForThisWorker, TaskRefuse
 from benchmarks.runtime.policy_server import GuardedPolicyServer
 from benchmarks.runtime.processes import GuardedProcess
 from benchmarks.runtime.shared_server import SharedPolicyServer, Stopping
+from benchmarks.runtime.warm_step import SpareStep
 from benchmarks.runtime.worker_log import log
 from snakemake_executor_plugin_labtasker.contract import JOB_STEP_PROGRESS, TASK_ID_ENV, WORKER_ID_ENV
 from snakemake_executor_plugin_labtasker.local_server import EmbeddedServerKeeper
@@ -33,6 +35,7 @@ STOP_REPORT_GRACE_S = 4.0  # ... and once told to stop: stopping stays prompt, t
 # Labtasker's claim has no filter: a task of a campaign this worker does not serve is handed back at once, and the
 # slot then waits this long (doubling up to the maximum) before claiming again, so that workers allowed there get it.
 FOREIGN_BACKOFF_S = (1.0, 10.0)
+STEP_GRACE_S = 10.0  # a stopped job step's group gets SIGTERM, then this long before SIGKILL
 
 
 class GpuWorker:
@@ -75,6 +78,8 @@ class GpuWorker:
         self.counts = {"succeeded": 0, "failed": 0, "handed_back": 0, "refused": 0, "lost": 0, "not_ours": 0}
         self.foreign: set[str] = set()  # campaigns whose workflow directory is not allowed here
         self.observer: Any = None  # this worker's registration with the queue (queue_client.observe_worker)
+        self.warm_steps = not getattr(options, "cold_job_steps", False)
+        self.spares: dict[int, SpareStep] = {}  # slot -> its next job step's pre-imported guardian
 
     def client(self) -> Any:
         from labtasker import Client
@@ -198,6 +203,7 @@ class GpuWorker:
         backoff = 0.2
         foreign_backoff = 0.0
         run_id = _run_id()
+        self._prepare_spare(slot, self.allowed[0])
         try:
             while not self.stop.is_set():
                 try:
@@ -249,6 +255,9 @@ class GpuWorker:
                     self.write_status()
         finally:
             client.close()
+            spare = self.spares.pop(slot, None)
+            if spare is not None:
+                spare.discard()
 
     # one task ------------------------------------------------------------------------------------------------
 
@@ -290,7 +299,7 @@ class GpuWorker:
                     with self.server.lease(step.policy, self.stop) as endpoint:
                         self.write_status()
                         env = self._job_env(task.id, endpoint, step.policy.identity)
-                        outcome = self._start_step(client, claim, step, env, log_path, revoked)
+                        outcome = self._start_step(client, claim, slot, step, env, log_path, revoked)
                 except Stopping:
                     outcome = "stopped"
                 except PolicyServerError as error:
@@ -309,7 +318,7 @@ class GpuWorker:
                         return True
             else:
                 env = self._job_env(task.id, None, None)
-                outcome = self._start_step(client, claim, step, env, log_path, revoked)
+                outcome = self._start_step(client, claim, slot, step, env, log_path, revoked)
         finally:
             revoked.set()  # also stops the heartbeat thread
             heartbeat.join(5)
@@ -374,7 +383,14 @@ class GpuWorker:
         return env
 
     def _start_step(
-        self, client: Any, claim: Any, step: JobStep, env: dict[str, str], log_path: Path, revoked: threading.Event
+        self,
+        client: Any,
+        claim: Any,
+        slot: int,
+        step: JobStep,
+        env: dict[str, str],
+        log_path: Path,
+        revoked: threading.Event,
     ) -> int | str:
         """Tell the queue the job step starts now (a submitter's Ctrl-C cancels claimed tasks whose step has not
         started: such a step would only wait for the submitter's removed files and fail), after checking that the
@@ -392,12 +408,39 @@ class GpuWorker:
                 return "revoked"
         except LabtaskerError as error:
             log(f"task {claim.task.id}: could not report the job step start: {error}")
-        return self._run_step(step, env, log_path, revoked)
+        try:
+            return self._run_step(slot, step, env, log_path, revoked)
+        finally:
+            self._prepare_spare(slot, step.workdir)  # imports for the next task while this one is reported
 
-    def _run_step(self, step: JobStep, env: dict[str, str], log_path: Path, revoked: threading.Event) -> int | str:
+    def _prepare_spare(self, slot: int, workdir: str) -> None:
+        """Start the slot's next job-step guardian, which imports Snakemake while the slot has nothing to run."""
+        if not self.warm_steps or self.stop.is_set() or slot in self.spares:
+            return
+        try:
+            self.spares[slot] = SpareStep(cwd=workdir, grace_s=STEP_GRACE_S)
+        except OSError as error:
+            log(f"slot {slot}: no warm job step ({error}); job steps start cold")
+
+    def _launch(self, slot: int, step: JobStep, env: dict[str, str], log_path: Path) -> GuardedProcess:
+        """The job step under a guardian: the slot's spare (Snakemake already imported) when it has one."""
+        spare = self.spares.pop(slot, None)
+        if spare is not None:
+            if spare.alive() and step.argv[:3] == [sys.executable, "-m", "snakemake"]:
+                try:
+                    process = spare.start(step.argv[3:], env, step.workdir, log_path)
+                    return GuardedProcess.adopt(process, step.argv, log_path)
+                except OSError as error:
+                    log(f"slot {slot}: warm job step unavailable ({error}); starting it cold")
+            spare.discard()
+        return GuardedProcess(step.argv, env=env, cwd=step.workdir, log_path=log_path, grace_s=STEP_GRACE_S)
+
+    def _run_step(
+        self, slot: int, step: JobStep, env: dict[str, str], log_path: Path, revoked: threading.Event
+    ) -> int | str:
         if self.stop.is_set():
             return "stopped"
-        process = GuardedProcess(step.argv, env=env, cwd=step.workdir, log_path=log_path, grace_s=10.0)
+        process = self._launch(slot, step, env, log_path)
         while True:
             code = process.poll()
             if code is not None:

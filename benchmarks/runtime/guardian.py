@@ -17,10 +17,21 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Protocol
 
 from benchmarks.runtime.procfs import children_of
 
 PR_SET_CHILD_SUBREAPER = 36
+
+
+class Child(Protocol):
+    """What the guardian needs of the command's process (a subprocess.Popen, or a forked job step)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
 
 
 def _become_subreaper() -> None:
@@ -38,7 +49,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _reap_all(main_child: subprocess.Popen[bytes]) -> None:
+def _reap_all(main_child: Child) -> None:
     """Reap the command first (to keep its exit status), then any re-parented descendants."""
     if main_child.poll() is None:
         return
@@ -51,7 +62,7 @@ def _reap_all(main_child: subprocess.Popen[bytes]) -> None:
             return
 
 
-def _kill_everything(main_child: subprocess.Popen[bytes], grace_s: float) -> None:
+def _kill_everything(main_child: Child, grace_s: float) -> None:
     """TERM the group, wait up to grace_s, then KILL the group and every remaining descendant; reap."""
     pgid = main_child.pid
     _signal_group(pgid, signal.SIGTERM)
@@ -86,10 +97,22 @@ def main(argv: list[str]) -> int:
         print("usage: python -m benchmarks.runtime.guardian [--grace S] -- CMD ...", file=sys.stderr)
         return 2
     _become_subreaper()
+    stop = stop_on_signals()
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+    return supervise(child, grace_s, stop)
+
+
+def stop_on_signals() -> threading.Event:
+    """SIGTERM/SIGINT/SIGHUP to the guardian: stop the command (the event), never die without killing it."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+    return stop
+
+
+def supervise(child: Child, grace_s: float, stop: threading.Event) -> int:
+    """Wait for the command (its own process group, led by child.pid) while watching the lifeline on fd 0; on
+    EOF or a stop signal kill the group and every descendant; reap. The command's exit status."""
 
     def watch_lifeline() -> None:
         # raw reads on fd 0: a daemon thread blocked in sys.stdin.buffer would hold its lock at interpreter

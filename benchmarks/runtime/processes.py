@@ -40,6 +40,15 @@ class GuardedProcess:
             if log:
                 log.close()
 
+    @classmethod
+    def adopt(cls, process: subprocess.Popen[bytes], argv: Sequence[str], log_path: Path) -> GuardedProcess:
+        """A guardian started otherwise (a warm job step, benchmarks.runtime.warm_step) whose stdin is ours."""
+        guarded = cls.__new__(cls)
+        guarded.argv = list(argv)
+        guarded.log_path = log_path
+        guarded._process = process
+        return guarded
+
     @property
     def pid(self) -> int:
         """The guardian's pid (the command runs as its child, in a process group of its own)."""

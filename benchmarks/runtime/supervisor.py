@@ -49,6 +49,8 @@ def _passthrough(options: argparse.Namespace) -> list[str]:
         "--poll-max", str(options.poll_max),
         "--heartbeat", str(options.heartbeat),
     ]  # fmt: skip
+    if options.cold_job_steps:
+        args.append("--cold-job-steps")
     for directory in options.allow_workflow or []:
         args += ["--allow-workflow", directory]
     if options.server_root:

@@ -14,6 +14,8 @@ under a guardian so that it dies with this process. Each GPU worker:
   task names a job, never a command), in that directory, with its own interpreter, under a guardian, with
   EVAL_POLICY_ENDPOINT / EVAL_POLICY_IDENTITY / CUDA_VISIBLE_DEVICES / EVAL_WORKER_ID /
   EVAL_LABTASKER_TASK_ID in the environment;
+- starts each job step from a spare guardian that imported Snakemake and the Snakefile's modules while the slot
+  was idle (benchmarks/runtime/warm_step.py; --cold-job-steps for a fresh interpreter per step);
 - reports success only if the job's declared outputs exist (a job step whose submitter has exited silently
   exits 0 doing nothing);
 - on SIGTERM/SIGINT/SIGHUP hands its tasks back uncharged (pending) and kills its children; after kill -9
@@ -39,6 +41,7 @@ from benchmarks.runtime.gpu_worker import GpuWorker
 from benchmarks.runtime.job_payload import TaskRefused, validate_task
 from benchmarks.runtime.shared_server import SharedPolicyServer
 from benchmarks.runtime.supervisor import supervise
+from benchmarks.runtime.warm_step import WARM_ENV, warm_enabled
 from benchmarks.runtime.worker_log import log
 from snakemake_executor_plugin_labtasker.contract import DEFAULT_ROUTE, QUEUE_ENV, default_queue
 from snakemake_executor_plugin_labtasker.local_server import EmbeddedServerKeeper
@@ -69,6 +72,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--worker-id", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--poll-max", type=float, default=2.0, help="longest pause between claims when idle (s)")
     parser.add_argument("--heartbeat", type=float, default=20.0, help="heartbeat interval while running (s)")
+    parser.add_argument(
+        "--cold-job-steps",
+        action="store_true",
+        default=not warm_enabled(),
+        help=f"start every job step as a fresh `python -m snakemake` instead of from a spare that has Snakemake "
+        f"imported already (benchmarks/runtime/warm_step.py; also {WARM_ENV}=0)",
+    )
     return parser.parse_args(argv)
 
 
