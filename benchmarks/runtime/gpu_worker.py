@@ -35,6 +35,7 @@ STOP_REPORT_GRACE_S = 4.0  # ... and once told to stop: stopping stays prompt, t
 # Labtasker's claim has no filter: a task of a campaign this worker does not serve is handed back at once, and the
 # slot then waits this long (doubling up to the maximum) before claiming again, so that workers allowed there get it.
 FOREIGN_BACKOFF_S = (1.0, 10.0)
+SPARE_PRELOAD_AFTER_S = 2.0  # a job step's own start-up takes about a second: the next spare imports after it
 STEP_GRACE_S = 10.0  # a stopped job step's group gets SIGTERM, then this long before SIGKILL
 
 
@@ -411,14 +412,14 @@ class GpuWorker:
         try:
             return self._run_step(slot, step, env, log_path, revoked)
         finally:
-            self._prepare_spare(slot, step.workdir)  # imports for the next task while this one is reported
+            self._prepare_spare(slot, step.workdir)  # (when the step could not use one)
 
-    def _prepare_spare(self, slot: int, workdir: str) -> None:
-        """Start the slot's next job-step guardian, which imports Snakemake while the slot has nothing to run."""
+    def _prepare_spare(self, slot: int, workdir: str, preload_after_s: float = 0.0) -> None:
+        """Start the slot's next job-step guardian, which imports Snakemake before the slot's next task arrives."""
         if not self.warm_steps or self.stop.is_set() or slot in self.spares:
             return
         try:
-            self.spares[slot] = SpareStep(cwd=workdir, grace_s=STEP_GRACE_S)
+            self.spares[slot] = SpareStep(cwd=workdir, grace_s=STEP_GRACE_S, preload_after_s=preload_after_s)
         except OSError as error:
             log(f"slot {slot}: no warm job step ({error}); job steps start cold")
 
@@ -429,6 +430,8 @@ class GpuWorker:
             if spare.alive() and step.argv[:3] == [sys.executable, "-m", "snakemake"]:
                 try:
                     process = spare.start(step.argv[3:], env, step.workdir, log_path)
+                    # the next task's spare imports while this step runs (after this step's own start-up)
+                    self._prepare_spare(slot, step.workdir, preload_after_s=SPARE_PRELOAD_AFTER_S)
                     return GuardedProcess.adopt(process, step.argv, log_path)
                 except OSError as error:
                     log(f"slot {slot}: warm job step unavailable ({error}); starting it cold")

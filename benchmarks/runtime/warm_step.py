@@ -4,12 +4,13 @@ A fresh `python -m snakemake` job step spends about 1.5 s of a 2 s dispatch impo
 plugin registries and importing what the Snakefile imports, before the batch starts. A worker therefore keeps one
 spare of these per slot, started while the previous batch runs (or while the slot waits for a task):
 
-    python -m benchmarks.runtime.warm_step [--grace S]
+    python -m benchmarks.runtime.warm_step [--grace S] [--preload-after S]
 
-imports PRELOAD and builds Snakemake's argument parser (which collects the plugin registries), then blocks on one
-JSON line on its stdin: {"args": [snakemake options...], "env": {...}, "cwd": ..., "log": ...}. It forks; the child
-becomes the job step, exactly the command `python -m snakemake ARGS` would have been: its own session and process
-group, stdout and stderr appended to the log, stdin /dev/null, the given cwd and environment, sys.path[0] = cwd,
+imports PRELOAD (after --preload-after seconds, or at once when its job step arrives earlier) and builds
+Snakemake's argument parser (which collects the plugin registries), then blocks on one JSON line on its stdin:
+{"args": [snakemake options...], "env": {...}, "cwd": ..., "log": ...}. It forks; the child becomes the job step,
+exactly the command `python -m snakemake ARGS` would have been: its own session and process group, stdout and
+stderr appended to the log, stdin /dev/null, the given cwd and environment, sys.path[0] = cwd,
 `snakemake.cli.main(ARGS)`, exit status = Snakemake's. The parent then is the guardian of benchmarks.runtime.guardian
 (lifeline on stdin, subreaper, group kill, exit status passed through). EOF before a spec: exit 0, nothing ran.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -202,9 +204,12 @@ class _ForkedChild:
 
 
 def main(argv: list[str]) -> int:
-    grace_s = float(argv[1]) if argv[:1] == ["--grace"] else 5.0
+    options = dict(zip(argv[::2], argv[1::2], strict=False))
+    grace_s = float(options.get("--grace", 5.0))
     # a Ctrl-C in the worker's terminal reaches this spare too: the worker closes our stdin when it stops
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # started beside a job step that is itself starting: import after it (or as soon as our step arrives)
+    select.select([0], [], [], float(options.get("--preload-after", 0.0)))
     preloaded = _preload(PRELOAD)
     spec = _read_spec()
     if spec is None:
@@ -223,10 +228,13 @@ def main(argv: list[str]) -> int:
 class SpareStep:
     """The worker's side: one warm job-step guardian, waiting for its spec."""
 
-    def __init__(self, cwd: str, grace_s: float):
+    def __init__(self, cwd: str, grace_s: float, preload_after_s: float = 0.0):
         self.cwd = cwd
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.runtime.warm_step", "--grace", str(grace_s)],
+            [
+                *(sys.executable, "-m", "benchmarks.runtime.warm_step"),
+                *("--grace", str(grace_s), "--preload-after", str(preload_after_s)),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             cwd=cwd,
