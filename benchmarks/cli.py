@@ -1,7 +1,7 @@
 """`evalwf`: one command for the parts a user runs by hand. `plan` previews a campaign (what it contains, what
-is done, what the rest costs); `status`, `worker` and `demo` hand their arguments unchanged to the existing
-entry points, so `python -m benchmarks.status` and `python -m benchmarks.runtime.worker` keep working and stay
-the single definition of their options."""
+is done, what the rest costs); `status`, `worker`, `compare`, `policy`, `benchmark` and `demo` hand their arguments
+unchanged to the existing entry points, so `python -m benchmarks.status` and `python -m benchmarks.runtime.worker`
+keep working and stay the single definition of their options."""
 
 from __future__ import annotations
 
@@ -79,6 +79,10 @@ DELEGATED: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "compare": (_delegate("benchmarks.compare"), "per-suite and per-task differences of two runs (Newcombe intervals)"),
     "demo": (_demo, "the embedded default end to end on this machine (scripts/demo.py)"),
     "policy": (_policy, "`policy check`: a smoke check of the policy server before spending GPU hours"),
+    "benchmark": (
+        _delegate("benchmarks.benchmark_info"),
+        "`benchmark list|show|check`: the registered benchmarks, their settings, their simulator interpreters",
+    ),
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import re
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import yaml
@@ -28,7 +29,8 @@ def names() -> tuple[str, ...]:
     return tuple(BENCHMARKS)
 
 
-def _package(benchmark: str) -> str:
+def package(benchmark: str) -> str:
+    """The benchmark's package (its folder under benchmarks/)."""
     try:
         return BENCHMARKS[benchmark]
     except KeyError:
@@ -37,13 +39,17 @@ def _package(benchmark: str) -> str:
 
 def adapter(benchmark: str) -> Any:
     """The benchmark's adapter instance (imported on first use: adapters import no simulator)."""
-    return importlib.import_module(f"{_package(benchmark)}.adapter").ADAPTER
+    return importlib.import_module(f"{package(benchmark)}.adapter").ADAPTER
+
+
+def schema_file(benchmark: str) -> Traversable:
+    """The benchmark's config section schema file: schema.yaml in its package (package data in a wheel)."""
+    return resources.files(package(benchmark)).joinpath("schema.yaml")
 
 
 def section_schema(benchmark: str) -> dict[str, Any]:
     """The benchmark's config section schema (its package's schema.yaml)."""
-    text = resources.files(_package(benchmark)).joinpath("schema.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return yaml.safe_load(schema_file(benchmark).read_text(encoding="utf-8"))
 
 
 def wildcard_pattern() -> str:

@@ -67,8 +67,9 @@ def queue_states(campaign_dir: Path, url: str | None, queue: str) -> dict[str, Q
     """Absolute output path -> {state, task_id, error} of its newest Labtasker task; None if there is no queue.
 
     The Labtasker client announces its connection on stderr; status runs it quietly (errors still raise)."""
-    from snakemake_executor_plugin_labtasker.contract import campaign_key
-    from snakemake_executor_plugin_labtasker.local_server import embedded_root, embedded_token, with_loopback_no_proxy
+    from evalwf_contract import campaign_key
+    from evalwf_contract.embedded_server import embedded_root, embedded_token
+    from evalwf_contract.loopback import with_loopback_no_proxy
 
     with_loopback_no_proxy(os.environ)
     token = None  # an explicit URL: the client reads $LABTASKER_TOKEN

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.runtime.processes import GuardedProcess  # noqa: E402
-from snakemake_executor_plugin_labtasker.local_server import ensure_embedded_server, stop_embedded_server  # noqa: E402
+from evalwf_contract.embedded_server import ensure_embedded_server, stop_embedded_server  # noqa: E402
 
 TASKS = ["reach", "push", "stack", "slide"]
 

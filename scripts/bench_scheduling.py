@@ -44,7 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.planning.cost import expected_batch_cost, span_lower_bound  # noqa: E402
-from snakemake_executor_plugin_labtasker.local_server import (  # noqa: E402
+from evalwf_contract.embedded_server import (  # noqa: E402
+    embedded_token,
     ensure_embedded_server,
     server_status,
     stop_embedded_server,
@@ -97,10 +98,7 @@ def campaign_config(workdir: Path, cache: Path, episodes: int, batch_size: int, 
 
 def token_env(workdir: Path) -> dict[str, str]:
     """The embedded server's token (an owner-only file next to its database), for clients given its URL."""
-    from snakemake_executor_plugin_labtasker import local_server
-
-    find = getattr(local_server, "embedded_token", None)
-    token = find(workdir / ".labtasker") if find else None
+    token = embedded_token(workdir / ".labtasker")
     return {**os.environ, **({"LABTASKER_TOKEN": token} if token else {})}
 
 
@@ -356,8 +354,10 @@ def wait_count(client: Any, count: int, timeout: float, status: str | None = Non
 def run_scale(args: argparse.Namespace) -> dict[str, Any]:
     from labtasker import Client
 
+    from evalwf_contract import campaign_key
+
+    # this script benchmarks the plugin itself: its status rounds are what scale mode measures
     from snakemake_executor_plugin_labtasker.status_query import StatusPoller
-    from snakemake_executor_plugin_labtasker.task_identity import campaign_key
 
     tasks_per = -(-args.scale // 7)
     total = tasks_per * 7

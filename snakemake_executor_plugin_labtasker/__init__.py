@@ -29,21 +29,20 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import CommonSettings, ExecutorSettingsBase
 
-from snakemake_executor_plugin_labtasker.affinity import task_routes
-from snakemake_executor_plugin_labtasker.contract import DEFAULT_QUEUE, DEFAULT_ROUTE
-from snakemake_executor_plugin_labtasker.local_server import (
-    LOOPBACK_HOSTS,
+from evalwf_contract import DEFAULT_QUEUE, DEFAULT_ROUTE, campaign_key
+from evalwf_contract.affinity import task_routes
+from evalwf_contract.embedded_server import (
     EmbeddedServerError,
     EmbeddedServerKeeper,
     embedded_token_for,
     ensure_embedded_server,
-    with_loopback_no_proxy,
 )
+from evalwf_contract.loopback import LOOPBACK_HOSTS, with_loopback_no_proxy
 from snakemake_executor_plugin_labtasker.progress import CampaignProgress, episodes_of
 from snakemake_executor_plugin_labtasker.scheduling import MODES as SCHEDULING_MODES
 from snakemake_executor_plugin_labtasker.scheduling import task_priority
 from snakemake_executor_plugin_labtasker.status_query import StatusPoller
-from snakemake_executor_plugin_labtasker.task_identity import build_task_spec, campaign_key
+from snakemake_executor_plugin_labtasker.task_identity import build_task_spec
 
 common_settings = CommonSettings(
     non_local_exec=True,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from snakemake_executor_plugin_labtasker.contract import JOB_STEP_PROGRESS
+from evalwf_contract import JOB_STEP_PROGRESS
 from snakemake_executor_plugin_labtasker.status_query import MAX_IDS_PER_FILTER, _list_all
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from snakemake_executor_plugin_labtasker.contract import EXPECTED_COST_RESOURCE
+from evalwf_contract import EXPECTED_COST_RESOURCE
 
 MODES = ("longest-first", "fifo")
 UNBLOCKING_PRIORITY = 1_000_000_000  # above any batch's expected seconds

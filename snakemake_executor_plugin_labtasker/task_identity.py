@@ -25,7 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from snakemake_executor_plugin_labtasker.contract import (
+from evalwf_contract import (
     PAYLOAD_KIND,
     PAYLOAD_VERSION,
     STARTUP_TIMEOUT_RESOURCE,

@@ -81,6 +81,16 @@ class BenchmarkAdapter(ABC):
     def expand(self, bench_cfg: dict[str, Any]) -> list[TaskRef]:
         """Every configured (suite, task), from static tables only. Raise ConfigError on unknown names."""
 
+    def known_suites(self) -> dict[str, int] | None:
+        """Suite -> number of tasks this benchmark knows, from static tables (`evalwf benchmark list`); None where
+        they are not known without the simulator."""
+        return None
+
+    def simulator_unavailable_reason(self, bench_cfg: dict[str, Any]) -> str | None:
+        """Why this benchmark's simulator cannot run in the current interpreter, with how to fix it, or None when it
+        can. Cheap (no simulator import): `evalwf benchmark check` calls it inside the benchmark's interpreter."""
+        return None
+
     def manifest_scope(self, suite: str) -> str:
         """Suites sharing a scope share manifests (RoboTwin: seen/unseen share the expert-checked seeds)."""
         return suite

@@ -14,7 +14,7 @@ from websockets.exceptions import InvalidHandshake, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from benchmarks.core import msgpack_numpy
-from benchmarks.core.loopback import LOOPBACK_HOSTS
+from evalwf_contract.loopback import LOOPBACK_HOSTS
 
 # websockets 17 wants legacy=True for this frame-level use; 16.0, the newest for Python 3.10 (RoboTwin's
 # interpreter, scripts/setup_robotwin.sh), has no such option and would reject it.

@@ -192,6 +192,14 @@ class LiberoAdapter(BenchmarkAdapter):
             refs.extend(TaskRef(self.name, suite, str(task)) for task in chosen)
         return refs
 
+    def known_suites(self) -> dict[str, int]:
+        return {name: suite.num_tasks for name, suite in SUITES.items()}
+
+    def simulator_unavailable_reason(self, bench_cfg: dict[str, Any]) -> str | None:
+        from benchmarks.libero.env import unavailable_reason  # finds the packages without importing them
+
+        return unavailable_reason()
+
     def task_instruction(self, task: str, manifest: dict[str, Any] | None) -> str:
         """The task's language instruction, recorded in its sealed manifest (the simulator is not imported)."""
         extra = (manifest or {}).get("extra") or {}

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.runtime.ports import free_port
+from evalwf_contract.loopback import free_port
 
 
 class _RecordingPolicy:

@@ -12,11 +12,12 @@ from typing import Any
 
 from benchmarks.core.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
 from benchmarks.core.errors import ConfigError
-from benchmarks.robotwin.checkout import RobotwinCheckout, task_config_sha256
+from benchmarks.robotwin.checkout import RobotwinCheckout, resolve_root, task_config_sha256
 from benchmarks.robotwin.evaluator import RECORD_SETUP_KEYS, step_limit_override
 from benchmarks.robotwin.tasks import (
     INSTRUCTION_TYPES,
     PLAY_ONCE_STATE,
+    TASK_CONFIGS,
     TASKS,
     split_suite,
     start_seed,
@@ -44,6 +45,25 @@ class RobotwinAdapter(BenchmarkAdapter):
             for kind in bench_cfg["instruction_types"]
             for task in tasks
         ]
+
+    def known_suites(self) -> dict[str, int]:
+        return {suite_name(config, kind): len(TASKS) for config in TASK_CONFIGS for kind in INSTRUCTION_TYPES}
+
+    def simulator_unavailable_reason(self, bench_cfg: dict[str, Any]) -> str | None:
+        """The checkout that manifests and batches import (its own Python packages are checked when it is)."""
+        root = resolve_root(bench_cfg["robotwin_root"])
+        if root is None:
+            return (
+                "config key 'benchmarks.robotwin.robotwin_root' is not set: name a RoboTwin stable_2.0 checkout "
+                f"(the stand-in: benchmarks/standin/robotwin_checkout); {self.environment_setup}"
+            )
+        missing = [name for name in ("envs", "task_config") if not (root / name).is_dir()]
+        if missing:
+            return (
+                f"config key 'benchmarks.robotwin.robotwin_root': {root} is not a RoboTwin checkout (no "
+                f"{' or '.join(missing)}/ there); {self.environment_setup}"
+            )
+        return None
 
     def manifest_scope(self, suite: str) -> str:
         return split_suite(suite)[0]

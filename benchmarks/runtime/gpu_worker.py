@@ -26,8 +26,8 @@ from benchmarks.runtime.processes import GuardedProcess
 from benchmarks.runtime.shared_server import SharedPolicyServer, Stopping
 from benchmarks.runtime.warm_step import SpareStep
 from benchmarks.runtime.worker_log import log
-from snakemake_executor_plugin_labtasker.contract import JOB_STEP_PROGRESS, TASK_ID_ENV, WORKER_ID_ENV
-from snakemake_executor_plugin_labtasker.local_server import EmbeddedServerKeeper
+from evalwf_contract import JOB_STEP_PROGRESS, TASK_ID_ENV, WORKER_ID_ENV
+from evalwf_contract.embedded_server import EmbeddedServerKeeper
 
 LOCAL_WORKERS_ENV = "EVAL_LOCAL_WORKERS"  # GPU workers started together on this machine (by the supervisor)
 REPORT_DEADLINE_S = 120.0  # retrying a report through server trouble while running normally
@@ -366,7 +366,7 @@ class GpuWorker:
         return True
 
     def _job_env(self, task_id: str, endpoint: str | None, identity: str | None) -> dict[str, str]:
-        from snakemake_executor_plugin_labtasker.local_server import with_loopback_no_proxy
+        from evalwf_contract.loopback import with_loopback_no_proxy
 
         env = dict(with_loopback_no_proxy(dict(os.environ)))
         env["CUDA_VISIBLE_DEVICES"] = self.gpu

@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from benchmarks.core.policy_spec import PolicySpec
-from snakemake_executor_plugin_labtasker.contract import PAYLOAD_KEYS, PAYLOAD_KIND, PAYLOAD_VERSION, campaign_key
+from evalwf_contract import PAYLOAD_KEYS, PAYLOAD_KIND, PAYLOAD_VERSION, campaign_key
 
 RULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Snakemake's --target-jobs entry: rule:key=value,key=value (no control characters, no commas in values)

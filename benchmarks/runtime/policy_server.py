@@ -7,12 +7,11 @@ import os
 import time
 from pathlib import Path
 
-from benchmarks.core.loopback import with_loopback_no_proxy
 from benchmarks.core.policy_client import PolicyClient, PolicyServerError
 from benchmarks.core.policy_spec import EXTERNAL_ENDPOINT, PolicySpec
-from benchmarks.runtime.ports import free_port
 from benchmarks.runtime.processes import GuardedProcess
 from benchmarks.runtime.procfs import descendants, listening_pids
+from evalwf_contract.loopback import free_port, with_loopback_no_proxy
 
 
 class GuardedPolicyServer:

@@ -60,7 +60,7 @@ def claim_preferring(client: Any, *, route: str, run_id: str, loaded: str | None
     """Claim a task of the `loaded` policy identity first (its affinity route), else any task of `route` (issue
     15). The same run_id serves both: a claim that returns nothing records nothing on the server, and a retry after
     a transport error asks the affinity route again, which returns a claim that went through there."""
-    from snakemake_executor_plugin_labtasker.affinity import affinity_enabled, affinity_route
+    from evalwf_contract.affinity import affinity_enabled, affinity_route
 
     if loaded and affinity_enabled():
         claimed = claim(client, route=affinity_route(route, loaded), run_id=run_id)

@@ -43,8 +43,8 @@ from benchmarks.runtime.shared_server import SharedPolicyServer
 from benchmarks.runtime.supervisor import supervise
 from benchmarks.runtime.warm_step import WARM_ENV, warm_enabled
 from benchmarks.runtime.worker_log import log
-from snakemake_executor_plugin_labtasker.contract import DEFAULT_ROUTE, QUEUE_ENV, default_queue
-from snakemake_executor_plugin_labtasker.local_server import EmbeddedServerKeeper
+from evalwf_contract import DEFAULT_ROUTE, QUEUE_ENV, default_queue
+from evalwf_contract.embedded_server import EmbeddedServerKeeper
 
 __all__ = ["GpuWorker", "SharedPolicyServer", "TaskRefused", "main", "parse_args", "validate_task"]
 
@@ -84,7 +84,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(sys.argv[1:] if argv is None else argv)
-    from snakemake_executor_plugin_labtasker.local_server import (
+    from evalwf_contract.embedded_server import (
         EmbeddedServerError,
         embedded_token_for,
         ensure_embedded_server,

@@ -6,7 +6,7 @@ import os
 import sys
 from datetime import datetime
 
-from snakemake_executor_plugin_labtasker.contract import WORKER_ID_ENV
+from evalwf_contract import WORKER_ID_ENV
 
 
 def log(message: str) -> None:

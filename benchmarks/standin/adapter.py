@@ -35,6 +35,9 @@ class StandinAdapter(BenchmarkAdapter):
             refs.extend(TaskRef(self.name, suite, task) for task in chosen)
         return refs
 
+    def known_suites(self) -> dict[str, int]:
+        return {suite: len(tasks) for suite, tasks in SUITES.items()}
+
     def task_instruction(self, task: str, manifest: dict[str, Any] | None) -> str:
         """Episodes vary the colour and the phrasing (sim.INSTRUCTION_TEMPLATES); the task is the verb."""
         return f"{task} the coloured block"

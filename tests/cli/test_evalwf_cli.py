@@ -3,6 +3,7 @@ forms it delegates to, each run as a real subprocess."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +23,8 @@ def test_console_script_is_installed_and_lists_every_subcommand():
     completed = run(str(EVALWF), "--help")
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.startswith("usage: evalwf")
-    for command in ("plan", "status", "worker", "compare", "demo", "policy"):
-        assert f"    {command} " in completed.stdout
+    for command in ("plan", "status", "worker", "compare", "demo", "policy", "benchmark"):
+        assert re.search(rf"^    {command}\s", completed.stdout, re.MULTILINE), command  # a long name wraps
 
 
 def test_version_is_the_installed_distribution_version():
@@ -42,16 +43,24 @@ def test_version_is_the_installed_distribution_version():
         ("worker", ["usage:", "--gpus", "--slots", "--idle-timeout"]),
         ("demo", ["usage: evalwf demo", "make demo"]),
         ("compare", ["usage: evalwf compare", "run_a", "run_b", "--out"]),
+        ("policy", ["usage: evalwf policy check", "--configfile"]),
+        ("policy check", ["usage:", "--configfile", "--repeat"]),
+        ("benchmark", ["usage: evalwf benchmark", "list", "show", "check"]),
+        ("benchmark list", ["usage: evalwf benchmark list"]),
+        ("benchmark show", ["usage: evalwf benchmark show", "NAME"]),
+        ("benchmark check", ["usage: evalwf benchmark check", "--configfile FILE", "(default: [])", "NAME"]),
     ],
 )
 def test_every_subcommand_has_help(command, expected):
-    completed = run(str(EVALWF), command, "--help")
+    completed = run(str(EVALWF), *command.split(), "--help")
     assert completed.returncode == 0, completed.stderr
     for text in expected:
         assert text in completed.stdout, f"{text!r} missing from `evalwf {command} --help`:\n{completed.stdout}"
 
 
-@pytest.mark.parametrize("module", ["benchmarks.status", "benchmarks.runtime.worker", "benchmarks.cli"])
+@pytest.mark.parametrize(
+    "module", ["benchmarks.status", "benchmarks.runtime.worker", "benchmarks.cli", "benchmarks.benchmark_info"]
+)
 def test_python_m_forms_still_work(module):
     completed = run(sys.executable, "-m", module, "--help")
     assert completed.returncode == 0, completed.stderr

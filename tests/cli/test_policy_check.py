@@ -12,7 +12,7 @@ from conftest import REPO, write_config
 from benchmarks.core.adapter import TaskRef, get_adapter
 from benchmarks.core.config import validate_config
 from benchmarks.policy_check import main
-from benchmarks.runtime.ports import free_port
+from evalwf_contract.loopback import free_port
 
 STANDIN_SERVER = "{python} -m benchmarks.standin.policy_server --port {port}"
 

@@ -13,7 +13,7 @@ from conftest import REPO, write_config
 
 from benchmarks.core.policy_client import PolicyClient, PolicyServerError, check_endpoint
 from benchmarks.policy_check import main as policy_check
-from benchmarks.runtime.ports import free_port
+from evalwf_contract.loopback import free_port
 
 MY_POLICY = '''
 import numpy as np

@@ -8,7 +8,7 @@ from conftest import standin_config
 from benchmarks.core.campaign import Campaign
 from benchmarks.core.config import validate_config
 from benchmarks.core.errors import ConfigError
-from snakemake_executor_plugin_labtasker.affinity import affinity_route, task_routes
+from evalwf_contract.affinity import affinity_route, task_routes
 
 
 def several(tmp_path, names=("a", "b", "c"), **extra):

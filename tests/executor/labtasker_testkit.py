@@ -28,7 +28,7 @@ DEAD_PROXY = {
 
 @pytest.fixture(scope="session")
 def labtasker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from snakemake_executor_plugin_labtasker.local_server import (
+    from evalwf_contract.embedded_server import (
         embedded_token,
         ensure_embedded_server,
         stop_embedded_server,

@@ -102,7 +102,7 @@ def test_killed_snakemake_rerun_reattaches_and_finishes_on_the_embedded_server(l
     """No URL anywhere: the worker and snakemake share the embedded server of the workflow directory."""
     from labtasker import Client
 
-    from snakemake_executor_plugin_labtasker.local_server import embedded_token, stop_embedded_server
+    from evalwf_contract.embedded_server import embedded_token, stop_embedded_server
 
     workdir = tmp_path / "wf"
     workdir.mkdir()

@@ -546,7 +546,7 @@ def test_worker_as_pid_1_finds_the_embedded_server_of_its_workflow_directory(que
     PID namespace, which made Labtasker's own status check call it unhealthy."""
     from labtasker import Client
 
-    from snakemake_executor_plugin_labtasker.local_server import (
+    from evalwf_contract.embedded_server import (
         embedded_token,
         ensure_embedded_server,
         stop_embedded_server,

@@ -49,7 +49,7 @@ def job_step_runs(workdir: Path) -> dict[str, int]:
 def test_killed_embedded_server_comes_back_on_its_port_and_the_campaign_finishes(queue, workers, tmp_path):
     from labtasker import Client
 
-    from snakemake_executor_plugin_labtasker.local_server import embedded_token, server_status, stop_embedded_server
+    from evalwf_contract.embedded_server import embedded_token, server_status, stop_embedded_server
 
     workdir = tmp_path / "wf"
     workdir.mkdir()
@@ -82,7 +82,7 @@ def test_killed_embedded_server_comes_back_on_its_port_and_the_campaign_finishes
 def test_worker_stops_promptly_while_its_server_is_unreachable(queue, workers, tmp_path):
     from labtasker import Client
 
-    from snakemake_executor_plugin_labtasker.local_server import (
+    from evalwf_contract.embedded_server import (
         embedded_token,
         ensure_embedded_server,
         stop_embedded_server,

@@ -15,11 +15,12 @@ import pytest
 from labtasker_testkit import all_tasks, client, labtasker_url, queue
 
 from benchmarks.core.policy_spec import PolicySpec
+from evalwf_contract import campaign_key
 from snakemake_executor_plugin_labtasker import Executor
 from snakemake_executor_plugin_labtasker.progress import CampaignProgress
 from snakemake_executor_plugin_labtasker.status_query import StatusPoller, failure_message, query_tasks
 from snakemake_executor_plugin_labtasker.submission import submit_job_task
-from snakemake_executor_plugin_labtasker.task_identity import build_task_spec, campaign_key
+from snakemake_executor_plugin_labtasker.task_identity import build_task_spec
 
 POLICY = {"name": "p", "command": "{python} -m benchmarks.standin.policy_server --port {port}", "env": {}}
 
@@ -260,7 +261,7 @@ def test_plugin_imports_without_importing_labtasker():
 
 @pytest.mark.parametrize("fstype, network", [("nfs4", True), ("lustre", True), ("ext4", False)])
 def test_network_filesystems_are_detected(monkeypatch, tmp_path, fstype, network):
-    import snakemake_executor_plugin_labtasker.local_server as local_server
+    import evalwf_contract.embedded_server as local_server
 
     workflow = tmp_path / "wf"
     workflow.mkdir()

@@ -20,7 +20,7 @@ from labtasker_testkit import LABTASKER_PROFILE, REPO, all_tasks, client, labtas
 from benchmarks.core.config import load_config
 from benchmarks.core.policy_spec import PolicySpec
 from benchmarks.runtime.job_payload import FIXED_JOB_STEP_OPTIONS, NotForThisWorker, TaskRefused, validate_task
-from snakemake_executor_plugin_labtasker.contract import PAYLOAD_VERSION, campaign_key
+from evalwf_contract import PAYLOAD_VERSION, campaign_key
 from snakemake_executor_plugin_labtasker.task_identity import job_step_fields
 
 PWNED = "/tmp/evalwf-trust-pwned"
@@ -165,7 +165,7 @@ def test_another_workflow_directory_is_not_for_this_worker(tmp_path):
 
 @pytest.fixture(scope="module")
 def guarded_server(tmp_path_factory):
-    from snakemake_executor_plugin_labtasker.local_server import ensure_embedded_server, stop_embedded_server
+    from evalwf_contract.embedded_server import ensure_embedded_server, stop_embedded_server
 
     workflow = tmp_path_factory.mktemp("guarded")
     url = ensure_embedded_server(workflow, log=lambda _: None)
@@ -203,7 +203,7 @@ def test_requests_without_the_right_token_are_refused(guarded_server, token, mon
 def test_the_right_token_is_accepted(guarded_server):
     from labtasker import Client
 
-    from snakemake_executor_plugin_labtasker.local_server import embedded_token_for
+    from evalwf_contract.embedded_server import embedded_token_for
 
     workflow, url = guarded_server
     with Client(url=url, queue="q", token=embedded_token_for(workflow)) as c:
@@ -212,7 +212,7 @@ def test_the_right_token_is_accepted(guarded_server):
 
 def test_a_tokenless_embedded_server_is_restarted_with_a_token(tmp_path):
     """An embedded server started by an older version (no token) is found and restarted with one."""
-    from snakemake_executor_plugin_labtasker import local_server as ls
+    from evalwf_contract import embedded_server as ls
 
     root = tmp_path / ".labtasker"
     root.mkdir()

@@ -29,7 +29,7 @@ from labtasker_testkit import (
 )
 
 from benchmarks.core.policy_client import check_endpoint
-from benchmarks.runtime.ports import free_port
+from evalwf_contract.loopback import free_port
 from snakemake_executor_plugin_labtasker import registered_workers
 
 pytestmark = pytest.mark.slow

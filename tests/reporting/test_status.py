@@ -12,7 +12,8 @@ from conftest import REPO, run_snakemake, standin_config, write_config
 from executor.labtasker_testkit import client, labtasker_url, queue
 
 from benchmarks import status
-from snakemake_executor_plugin_labtasker.task_identity import campaign_key, short_id
+from evalwf_contract import campaign_key
+from snakemake_executor_plugin_labtasker.task_identity import short_id
 
 
 def submit(client, workdir, batch_path, name):

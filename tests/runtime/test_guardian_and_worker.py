@@ -62,7 +62,7 @@ def _args(workdir: Path, **overrides) -> dict:
 
     from benchmarks.core.config import load_config
     from benchmarks.core.policy_spec import PolicySpec
-    from snakemake_executor_plugin_labtasker.contract import PAYLOAD_VERSION, campaign_key
+    from evalwf_contract import PAYLOAD_VERSION, campaign_key
 
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(workdir / "campaign.yaml", standin_config(workdir))

@@ -18,7 +18,7 @@ from benchmarks.core.policy_client import check_endpoint
 from benchmarks.core.policy_spec import EXTERNAL_ENDPOINT, PolicySpec, metadata_digest
 from benchmarks.core.results import check_policy_servers
 from benchmarks.runtime.policy_server import GuardedPolicyServer
-from benchmarks.runtime.ports import free_port
+from evalwf_contract.loopback import free_port
 
 PROFILE = ["--profile", str(REPO / "profiles" / "local")]
 

@@ -61,6 +61,9 @@ def test_wheel_carries_the_package_data(installed):
         "benchmarks/workflow/rules/common.smk",
         "benchmarks/config/standin.yaml",
         "benchmarks/profiles/labtasker/config.yaml",
+        "evalwf_contract/__init__.py",  # shared by the plugin and the workers
+        "evalwf_contract/embedded_server.py",
+        "snakemake_executor_plugin_labtasker/__init__.py",
     ):
         assert expected in names, expected
     assert not [n for n in names if "__pycache__" in n or n.startswith("benchmarks/workflow/.snakemake")]
@@ -72,6 +75,7 @@ def test_installed_wheel_plans_a_shipped_config(installed, tmp_path):
         "import benchmarks, benchmarks.core.paths as p\n"
         "from benchmarks.core.campaign import Campaign\n"
         "from benchmarks.core.config import load_config\n"
+        "import evalwf_contract.embedded_server, snakemake_executor_plugin_labtasker\n"
         "print(benchmarks.__file__)\n"
         "plan = Campaign(load_config(p.shipped('config') / 'robotwin-standin.yaml')).tasks[0]\n"
         "print(plan.definition['task_config_sha256'])\n"  # the stand-in checkout, found in the installed package

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from benchmarks.libero import env as libero_env
-from benchmarks.runtime.ports import free_port
+from evalwf_contract.loopback import free_port
 
 REASON = libero_env.unavailable_reason()
 if importlib.util.find_spec("snakemake") is not None:  # the workflow's interpreter: not where LIBERO lives

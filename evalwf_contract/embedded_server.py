@@ -36,8 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from benchmarks.core.loopback import LOOPBACK_HOSTS, with_loopback_no_proxy
-from benchmarks.runtime.ports import free_port
+from evalwf_contract.loopback import LOOPBACK_HOSTS, free_port, with_loopback_no_proxy
 
 EMBEDDED_DIRNAME = ".labtasker"
 TOKEN_FILENAME = "token"  # <root>/token, mode 0600
@@ -297,7 +296,7 @@ def ensure_embedded_server(
     """Start (idempotently) the embedded Labtasker server for `workflow_dir`; return its URL.
 
     A server that died is started again on the port it had (clients that keep the URL reconnect by
-    themselves); every client calls this again when the server stops answering (see reconnect.py)."""
+    themselves); every client calls this again when the server stops answering (EmbeddedServerKeeper below)."""
     server_root = Path(root).resolve() if root else embedded_root(workflow_dir, log)
     server_root.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):

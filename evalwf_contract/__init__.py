@@ -1,6 +1,16 @@
-"""The contract between the executor plugin (the submitting side) and the workers (benchmarks.runtime): what a task
-carries, which queue and route by default, the environment variables and resource names both sides use. The
-worker imports this module and nothing else of the plugin's internals."""
+"""The contract between the executor plugin (snakemake_executor_plugin_labtasker, the submitting side) and the
+workers (benchmarks.runtime): what a task carries, which queue and route by default, the environment variables
+and resource names both sides use, the campaign key.
+
+This package is the only thing the two sides share: the plugin imports nothing from `benchmarks` and `benchmarks`
+nothing from the plugin (tests/core/test_import_boundaries.py). It imports neither of them nor Snakemake, so a
+worker, `status` or a simulator's own interpreter can import it. Its modules:
+
+- this one: payload kind, version and keys, queue defaults and variables, resource names, campaign_key;
+- affinity: the policy-affinity routes a batch is queued on and a worker claims from;
+- loopback: no proxy for loopback, free loopback ports;
+- embedded_server: the embedded Labtasker server of a workflow directory (start, find, keep, token).
+"""
 
 from __future__ import annotations
 

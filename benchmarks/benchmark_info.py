@@ -1,0 +1,260 @@
+"""The registered benchmarks (benchmarks/registry.py), their settings and their simulator environments.
+
+    evalwf benchmark list                                  # name, package, schema, default interpreter, suites, tasks
+    evalwf benchmark show NAME                             # every setting of NAME's config section (its schema)
+    evalwf benchmark check NAME [--configfile F ...]       # NAME's simulator interpreter answers, with NAME's code
+
+`show` reads the schema only: it is the only source of defaults. `check` resolves `benchmarks.NAME.python` from the
+config files (without any, from the schema's default: the workflow's own interpreter) as the workflow does
+(benchmarks.core.interpreter), then runs a probe there that imports the simulator-side entry point
+(benchmarks.sim_step) and NAME's adapter and asks the adapter whether its simulator can run (packages installed,
+checkout present; nothing heavy imported). Exit status 0 when it can, 1 when it cannot (the reason and the fix
+printed), 2 for a bad config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks import registry
+from benchmarks.core.config import NOT_RESULTS_DEFINING, config_schema, load_config
+from benchmarks.core.errors import ConfigError
+from benchmarks.core.interpreter import ENTRY_MODULE, SimulatorEnvError, child_env, resolve_interpreter
+from benchmarks.core.paths import PROJECT_ROOT
+
+PROBE_TIMEOUT_S = 120.0
+PROBE_UNAVAILABLE = 3  # the probe's exit status when the adapter names a reason
+# Run in the benchmark's interpreter: argv[1] the benchmark, argv[2] its config section (JSON).
+PROBE = f"""
+import json, sys
+import {ENTRY_MODULE}
+from benchmarks.core.adapter import get_adapter
+adapter = get_adapter(sys.argv[1])
+reason = adapter.simulator_unavailable_reason(json.loads(sys.argv[2]))
+if reason:
+    print(reason, file=sys.stderr)
+    sys.exit({PROBE_UNAVAILABLE})
+print(json.dumps({{"python": sys.version.split()[0], "adapter": type(adapter).__module__}}))
+"""
+
+
+def section_properties(name: str) -> dict[str, Any]:
+    """The settings of benchmark `name`'s section: the keys every benchmark has, then its own schema's."""
+    return config_schema()["$defs"][name]["properties"]
+
+
+def section_defaults(name: str) -> dict[str, Any]:
+    """The section as the schema alone fills it (what a config that sets nothing would get)."""
+    return {key: sub["default"] for key, sub in section_properties(name).items() if "default" in sub}
+
+
+def _shown_path(path: Any) -> str:
+    try:
+        return str(Path(str(path)).relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def type_text(schema: dict[str, Any]) -> str:
+    """A schema node's type in a few words: `integer`, `one of none, failures, all`, `list of string`, ..."""
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if "enum" in schema:
+        values = [json.dumps(v) if not isinstance(v, str) else v for v in schema["enum"]]
+        shown = values if len(values) <= 6 else [*values[:3], f"... ({len(values)} values)"]
+        return "one of " + ", ".join(shown)
+    for combinator in ("oneOf", "anyOf"):
+        if combinator in schema:
+            return " | ".join(type_text(branch) for branch in schema[combinator])
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind] if kind else []
+    words = []
+    for each in kinds:
+        if each == "array":
+            words.append(f"list of {type_text(schema.get('items') or {})}")
+        elif each == "object":
+            words.append("mapping")
+        else:
+            words.append(str(each))
+    return " | ".join(words) or "any"
+
+
+def _setting_lines(key: str, schema: dict[str, Any], required: set[str], indent: str) -> list[str]:
+    default = "required" if key in required else "no default"
+    if "default" in schema:
+        default = f"default {json.dumps(schema['default'])}"
+    operational = "; changing it reruns nothing" if schema.get(NOT_RESULTS_DEFINING) is False else ""
+    lines = [f"{indent}{key}: {type_text(schema)}, {default}{operational}"]
+    description = " ".join(str(schema.get("description") or "").split())
+    if description:
+        lines.append(f"{indent}    {description}")
+    for sub_key, sub in (schema.get("properties") or {}).items():  # an object's own settings: dotted keys
+        lines += _setting_lines(f"{key}.{sub_key}", sub, set(schema.get("required") or []), indent)
+    return lines
+
+
+def list_benchmarks() -> int:
+    rows = [("benchmark", "package", "schema", "python (default)", "suites", "tasks")]
+    for name in registry.names():
+        known = registry.adapter(name).known_suites()
+        python = json.dumps(section_properties(name).get("python", {}).get("default"))
+        rows.append(
+            (
+                name,
+                registry.package(name),
+                _shown_path(registry.schema_file(name)),
+                python,
+                str(len(known)) if known is not None else "?",
+                str(sum(known.values())) if known is not None else "?",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print(
+        "\npython: the default of benchmarks.<name>.python, where the simulator runs (null: the workflow's own "
+        "interpreter); a config sets it (config/libero.yaml: .venv-libero/bin/python). tasks: over all suites."
+    )
+    return 0
+
+
+def show_benchmark(name: str) -> int:
+    schema = config_schema()["$defs"][name]
+    description = " ".join(str(registry.section_schema(name).get("description") or "").split())
+    print(f"{name} ({registry.package(name)}): {description}".rstrip(": "))
+    print(
+        f"settings of benchmarks.{name} from {_shown_path(registry.schema_file(name))} and the keys every benchmark "
+        "has (benchmarks/core/config.schema.yaml, $defs.benchmark_common); the schema is the only source of "
+        "defaults\n"
+    )
+    required = set(schema.get("required") or [])
+    for key, sub in schema["properties"].items():
+        print("\n".join(_setting_lines(key, sub, required, "  ")))
+    return 0
+
+
+def _section(name: str, configfiles: list[str]) -> dict[str, Any]:
+    if not configfiles:
+        return section_defaults(name)
+    config = load_config(*configfiles)
+    if name not in config["benchmarks"]:
+        raise ConfigError(
+            f"{', '.join(configfiles)}: no benchmarks.{name} section (configured: {', '.join(config['benchmarks'])})"
+        )
+    return config["benchmarks"][name]
+
+
+def _failed(name: str, reason: str, fix: str) -> int:
+    print(f"{name}: FAILED: {reason}", file=sys.stderr)
+    if fix not in reason:  # an adapter's reason may say how to fix it already
+        print(f"  fix: {fix}", file=sys.stderr)
+    return 1
+
+
+def check_benchmark(name: str, configfiles: list[str]) -> int:
+    adapter = registry.adapter(name)
+    try:
+        section = _section(name, configfiles)
+    except (ConfigError, OSError) as error:
+        print(f"evalwf benchmark check: {error}", file=sys.stderr)
+        return 2
+    setting = section.get("python")
+    key = f"benchmarks.{name}.python"
+    try:
+        python = resolve_interpreter(setting, name)
+    except SimulatorEnvError as error:
+        print(f"{name}: interpreter {key} = {setting!r}")
+        return _failed(
+            name,
+            str(error),
+            f"point {key} at an existing python executable or environment prefix (or remove it: the workflow's "
+            "own interpreter)",
+        )
+    interpreter = python or sys.executable
+    origin = f"{key} = {setting!r}" if python else f"{key} is null: the workflow's own interpreter"
+    print(f"{name}: interpreter {interpreter} ({origin})")
+    try:
+        done = subprocess.run(
+            [interpreter, "-c", PROBE, name, json.dumps(section)],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            stdin=subprocess.DEVNULL,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return _failed(name, f"the probe did not finish in {PROBE_TIMEOUT_S:.0f} s in {interpreter}", "try it by hand")
+    except OSError as error:
+        return _failed(name, f"{interpreter} could not be started: {error}", adapter.environment_setup)
+    if done.returncode == PROBE_UNAVAILABLE:
+        return _failed(name, done.stderr.strip(), adapter.environment_setup)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return _failed(
+            name,
+            f"{interpreter} cannot import {ENTRY_MODULE} and {registry.package(name)}.adapter: {last}",
+            f"that environment needs Python >= 3.10 and this checkout's light core (numpy, msgpack, websockets, "
+            f"PyYAML, jsonschema; this checkout is put on its PYTHONPATH); {adapter.environment_setup}",
+        )
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"{name}: OK (Python {found['python']}: {ENTRY_MODULE} and {found['adapter']} import, the simulator can run)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    formatter = argparse.ArgumentDefaultsHelpFormatter
+    parser = argparse.ArgumentParser(
+        description="The registered benchmarks, their settings and their simulator environments.",
+        formatter_class=formatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands.add_parser(
+        "list",
+        help="each registered benchmark: package, schema, default interpreter, suites and tasks it knows",
+        description="Each benchmark registered in benchmarks/registry.py.",
+        formatter_class=formatter,
+    )
+    show = commands.add_parser(
+        "show",
+        help="every setting of a benchmark's config section: key, type, default, description (from its schema)",
+        description="The settings of benchmarks.NAME in a campaign config, from the schema (the only source of "
+        "defaults).",
+        formatter_class=formatter,
+    )
+    show.add_argument("name", metavar="NAME", choices=registry.names(), help="a registered benchmark")
+    check = commands.add_parser(
+        "check",
+        help="the benchmark's simulator interpreter (benchmarks.NAME.python) runs its code: OK or how to fix it",
+        description="Resolve benchmarks.NAME.python as the workflow does and import the simulator-side entry "
+        f"point ({ENTRY_MODULE}) and the benchmark's adapter there; the adapter checks that its simulator can run. "
+        "Exit 0: OK, 1: it cannot (the reason and the fix are printed), 2: a bad config.",
+        formatter_class=formatter,
+    )
+    check.add_argument("name", metavar="NAME", choices=registry.names(), help="a registered benchmark")
+    check.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="campaign config(s), merged as snakemake does; without any, the schema's defaults",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "list":
+        return list_benchmarks()
+    if args.command == "show":
+        return show_benchmark(args.name)
+    return check_benchmark(args.name, args.configfile)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
