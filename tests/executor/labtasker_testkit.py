@@ -140,3 +140,16 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str, interva
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def cmdlines() -> list[bytes]:
+    """Every process's command line as `ps` shows it (/proc/<pid>/cmdline, NUL-separated), for the scans that a
+    token never stands on one (tests/executor/test_trust.py, tests/executor/test_multihost.py)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                found.append(Path(f"/proc/{entry}/cmdline").read_bytes())
+            except OSError:
+                pass
+    return found
