@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,29 @@ def run_snakemake(
             f"--- stdout ---\n{completed.stdout[-4000:]}\n--- stderr ---\n{completed.stderr[-8000:]}"
         )
     return completed
+
+
+@contextlib.contextmanager
+def standin_server(*args: str) -> Iterator[str]:
+    """A stand-in policy server started here, outside any worker (policy.url: an external policy); yields its URL
+    once it answers the openpi handshake, terminates it on exit. `args`: extra server options (--noise 1.2)."""
+    from benchmarks.core.policy_client import check_endpoint
+    from evalwf_contract.loopback import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.standin.policy_server", "--port", str(port), *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"ws://127.0.0.1:{port}"
+    try:
+        check_endpoint(url, timeout_s=30)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 def job_counts(dry_run_output: str) -> dict[str, int]:

@@ -20,10 +20,14 @@ from benchmarks.core.results import build_batch_result, write_batch_result
 from benchmarks.core.rollout import episode_record
 
 Outcome = Callable[[str, str, int], bool]  # (suite, task, episode index) -> success
+Extra = Callable[[str, str, int], dict[str, Any]]  # (suite, task, episode index) -> the record's extra fields
 
 
-def fabricate_run(tmp_path: Path, success: Outcome, *, skip: set[str] | None = None, **overrides: Any) -> Campaign:
-    """Write every batch of a stand-in campaign (minus the batch labels in `skip`) with outcomes from `success`."""
+def fabricate_run(
+    tmp_path: Path, success: Outcome, *, skip: set[str] | None = None, extra: Extra | None = None, **overrides: Any
+) -> Campaign:
+    """Write every batch of a stand-in campaign (minus the batch labels in `skip`) with outcomes from `success`
+    and, with `extra`, each episode record's extra fields (a recorded video, say)."""
     campaign = Campaign(validate_config(standin_config(tmp_path, **overrides)))
     adapter = get_adapter("standin")
     for path, plan in campaign.manifests().items():
@@ -43,6 +47,7 @@ def fabricate_run(tmp_path: Path, success: Outcome, *, skip: set[str] | None = N
                     success=success(plan.ref.suite, plan.ref.task, i),
                     steps=7,
                     duration_s=0.5,
+                    extra=extra(plan.ref.suite, plan.ref.task, i) if extra else None,
                 )
                 for i in batch.episodes.indices()
             ]

@@ -53,6 +53,11 @@ def tally_benchmark(campaign: Campaign, benchmark: str) -> list[TaskTally]:
             tally.episodes += result["num_episodes"]
             tally.successes += result["success_count"]
             tally.batches_done += 1
+            tally.recorded_failures.extend(
+                record
+                for record in result["episodes"]
+                if not record["success"] and (record.get("extra") or {}).get("video")
+            )
         tallies.append(tally)
     check_policy_servers(servers)
     if missing:
@@ -164,7 +169,6 @@ def summarize_benchmark(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Write the gather outputs named in `outputs` (keys as Campaign.summary_paths) and, with `echo`, print the
     suite, reference and task tables to stderr (the gather step's terminal and log)."""
-    from benchmarks.core.gallery import failed_episodes, gallery_html
     from benchmarks.core.plots import plot_task_success
     from benchmarks.core.tables import format_html, format_latex, format_markdown, format_text
 
@@ -194,7 +198,10 @@ def summarize_benchmark(
     if "html" in outputs:
         plot_png = Path(outputs["plot"]).read_bytes() if "plot" in outputs else None
         html = format_html(campaign.run, benchmark, suites, tasks, comparison, source, plot_png)
-        html += gallery_html(failed_episodes(campaign, benchmark))
+        if any(tally.recorded_failures for tally in tallies):  # nothing recorded a video: no gallery to build
+            from benchmarks.core.gallery import failed_episodes, gallery_html
+
+            html += gallery_html(failed_episodes(tallies))
         atomic_write_text(outputs["html"], html)
     if echo:
         print(format_text(campaign.run, benchmark, suites, tasks, comparison), file=sys.stderr, flush=True)

@@ -9,14 +9,15 @@ last) inlined as a PNG, with the episode, its seed and the path of the full vide
 from __future__ import annotations
 
 import base64
-import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from html import escape
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.core.campaign import Campaign
+from benchmarks.core.stats import TaskTally
 
 GALLERY_PER_TASK = 3
 STRIP_FRAMES = 3
@@ -32,24 +33,17 @@ class FailedEpisode:
     video: Path
 
 
-def failed_episodes(campaign: Campaign, benchmark: str, per_task: int = GALLERY_PER_TASK) -> list[FailedEpisode]:
-    """Failed episodes with a recorded video, at most `per_task` per task, in episode order (from the batch files,
-    which the summary has already validated)."""
+def failed_episodes(tallies: Iterable[TaskTally], per_task: int = GALLERY_PER_TASK) -> list[FailedEpisode]:
+    """Failed episodes whose recorded video exists, at most `per_task` per task, in episode order: from the records
+    the tally kept while validating the batch files (TaskTally.recorded_failures), so no batch file is read again."""
     found: list[FailedEpisode] = []
-    for plan in campaign.tasks_of(benchmark):
-        chosen: list[FailedEpisode] = []
-        for batch in plan.batches:
-            path = Path(batch.path)
-            if len(chosen) >= per_task or not path.exists():
-                continue
-            for record in json.loads(path.read_text(encoding="utf-8"))["episodes"]:
-                video = (record.get("extra") or {}).get("video")
-                if not record["success"] and video and Path(video).exists() and len(chosen) < per_task:
-                    chosen.append(
-                        FailedEpisode(plan.ref.suite, plan.ref.task, record["index"], record["seed"],
-                                      record["steps"], Path(video))
-                    )  # fmt: skip
-        found.extend(chosen)
+    for tally in tallies:
+        episodes = (
+            FailedEpisode(tally.suite, tally.task, record["index"], record["seed"], record["steps"],
+                          Path(record["extra"]["video"]))
+            for record in tally.recorded_failures
+        )  # fmt: skip
+        found.extend(islice((episode for episode in episodes if episode.video.exists()), per_task))
     return found
 
 

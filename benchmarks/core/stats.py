@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 Z_95 = 1.959963984540054
 
@@ -38,3 +39,6 @@ class TaskTally:
     batches_total: int = 0
     episodes_total: int = 0
     instruction: str = ""  # what the task asks, in words (adapter.task_instruction)
+    # Failed episode records with a recorded video, in episode order: the report's gallery is built from these,
+    # so it reads no batch file again (benchmarks.core.gallery).
+    recorded_failures: list[dict[str, Any]] = field(default_factory=list, repr=False)

@@ -6,6 +6,7 @@ Every test gets its own queue and working directory, so parallel test runs never
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -74,11 +75,14 @@ def all_tasks(client: object) -> list[object]:
 
 
 class Workers:
-    """Worker subprocesses started with `python -m benchmarks.runtime.worker`; all stopped at teardown."""
+    """Worker subprocesses started with `python -m benchmarks.runtime.worker`; all stopped at teardown.
 
-    def __init__(self, url: str, queue: str, base: Path):
+    url: the Labtasker server the workers are given with --url (None where every worker is `embedded`)."""
+
+    def __init__(self, url: str | None, queue: str, base: Path):
         self.url, self.queue, self.base = url, queue, base
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.sessions: set[int] = set()  # pids of the processes started in a session of their own
 
     def start(
         self,
@@ -89,16 +93,22 @@ class Workers:
         env: dict[str, str] | None = None,
         extra: list[str] | None = None,
         embedded: bool = False,
+        session: bool = False,
+        prefix: list[str] | None = None,
     ) -> tuple[subprocess.Popen[bytes], Path]:
-        """embedded: no --url, so the worker finds (or starts) the embedded server of its first allowed dir."""
+        """embedded: no --url, and no LABTASKER_URL / LABTASKER_SOCKET in its environment, so the worker finds (or
+        starts) the embedded server of its first allowed dir. session: in a session (and process group) of its own,
+        as from a terminal: a signal to its group reaches its children, and stop_all kills the group if it lingers.
+        prefix: what runs the worker (`unshare ...`); the process returned is then the prefix's."""
         log_dir = self.base / name
         log_dir.mkdir(parents=True, exist_ok=True)
         argv = [
-            sys.executable, "-m", "benchmarks.runtime.worker",
+            *(prefix or []), sys.executable, "-m", "benchmarks.runtime.worker",
             "--gpus", gpus, "--queue", self.queue,
             "--log-dir", str(log_dir), "--poll-max", "0.5", "--heartbeat", "5",
         ]  # fmt: skip
         if not embedded:
+            assert self.url, "a worker that is not embedded needs the server's URL"
             argv += ["--url", self.url]
         for directory in allow:
             argv += ["--allow-workflow", str(directory)]
@@ -106,11 +116,19 @@ class Workers:
         environment = {**os.environ, **(env or {})}
         if embedded:
             environment.pop("LABTASKER_URL", None)
+            environment.pop("LABTASKER_SOCKET", None)
         with open(log_dir / "worker.out", "ab") as out:
             process = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=environment,
+                start_new_session=session,
             )
         self.processes.append(process)
+        if session:
+            self.sessions.add(process.pid)
         return process, log_dir
 
     def stop_all(self) -> None:
@@ -121,7 +139,11 @@ class Workers:
             try:
                 process.wait(60)
             except subprocess.TimeoutExpired:
-                process.kill()
+                if process.pid in self.sessions:  # the whole group: what a prefix started too
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    process.kill()
                 process.wait()
 
 
@@ -140,3 +162,16 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str, interva
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def cmdlines() -> list[bytes]:
+    """Every process's command line as `ps` shows it (/proc/<pid>/cmdline, NUL-separated), for the scans that a
+    token never stands on one (tests/executor/test_trust.py, tests/executor/test_multihost.py)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                found.append(Path(f"/proc/{entry}/cmdline").read_bytes())
+            except OSError:
+                pass
+    return found

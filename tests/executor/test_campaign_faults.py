@@ -17,7 +17,6 @@ Cases already proven elsewhere are not repeated here (README, "What happens when
 # ruff: noqa: F401, F811  (pytest fixtures imported from labtasker_testkit are used as parameters)
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -163,62 +162,6 @@ def policy_server_pids(worker_pid: int) -> list[int]:
     ]
 
 
-def worker_argv(url: str | None, queue: str, log_dir: Path, allow: list[Path], gpus: str = "0") -> list[str]:
-    argv = [
-        sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", gpus, "--queue", queue,
-        "--log-dir", str(log_dir), "--poll-max", "0.5", "--heartbeat", "5",
-    ]  # fmt: skip
-    if url:
-        argv += ["--url", url]
-    for directory in allow:
-        argv += ["--allow-workflow", str(directory)]
-    return argv
-
-
-class Spawned:
-    """Processes started by a test in sessions of their own; each group is killed at teardown."""
-
-    def __init__(self) -> None:
-        self.processes: list[subprocess.Popen] = []
-
-    def start(self, argv: list[str], log: Path, drop: tuple[str, ...] = ()) -> subprocess.Popen:
-        """Start argv with its output in `log`, in the test's environment minus the variables in `drop`."""
-        log.parent.mkdir(parents=True, exist_ok=True)
-        environment = {k: v for k, v in os.environ.items() if k not in drop}
-        with open(log, "ab") as out:
-            process = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=environment,
-                start_new_session=True,
-            )
-        self.processes.append(process)
-        return process
-
-    def stop_all(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                pass
-            if process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-
-
-@pytest.fixture
-def spawned() -> Iterator[Spawned]:
-    pool = Spawned()
-    yield pool
-    pool.stop_all()
-
-
 def workdir_with(tmp_path: Path, section: dict, **overrides) -> tuple[Path, Path]:
     workdir = tmp_path / "wf"
     workdir.mkdir()
@@ -230,13 +173,12 @@ def workdir_with(tmp_path: Path, section: dict, **overrides) -> tuple[Path, Path
 
 
 def test_ctrl_c_of_a_worker_hands_the_batch_back_uncharged_and_kills_its_children(
-    labtasker_url, queue, client, spawned, tmp_path
+    labtasker_url, queue, client, workers, tmp_path
 ):
     """SIGINT as a terminal sends it: to the worker's whole process group (SIGTERM to the worker alone is
     tests/executor/test_workers.py::test_sigterm_hands_the_batch_back_and_another_worker_finishes_it)."""
     workdir, configfile = workdir_with(tmp_path, ONE_BATCH)
-    log_dir = tmp_path / "worker"
-    worker = spawned.start(worker_argv(labtasker_url, queue, log_dir, [workdir, REPO]), log_dir / "worker.out")
+    worker, log_dir = workers.start("worker", allow=[workdir, REPO], session=True)
     submitter = start_submitter(workdir, labtasker_args(labtasker_url, queue, configfile), tmp_path / "sm.log")
     try:
         wait_batch_running(workdir)
@@ -512,11 +454,9 @@ class ZombieWatch:
 
 
 @needs_unshare
-def test_worker_as_pid_1_of_its_own_pid_namespace_leaves_no_zombies(labtasker_url, queue, client, spawned, tmp_path):
+def test_worker_as_pid_1_of_its_own_pid_namespace_leaves_no_zombies(labtasker_url, queue, client, workers, tmp_path):
     workdir, configfile = workdir_with(tmp_path, TWO_TASKS)
-    log_dir = tmp_path / "worker"
-    argv = [*UNSHARE, *worker_argv(labtasker_url, queue, log_dir, [workdir, REPO])]
-    unshare = spawned.start(argv, log_dir / "worker.out")
+    unshare, log_dir = workers.start("worker", allow=[workdir, REPO], session=True, prefix=UNSHARE)
     init = namespace_init(unshare)
     assert nspid(init)[-1] == "1", "the worker is PID 1 of its namespace"
     submitter = start_submitter(workdir, labtasker_args(labtasker_url, queue, configfile), tmp_path / "sm.log")
@@ -541,7 +481,7 @@ def test_worker_as_pid_1_of_its_own_pid_namespace_leaves_no_zombies(labtasker_ur
 
 
 @needs_unshare
-def test_worker_as_pid_1_finds_the_embedded_server_of_its_workflow_directory(queue, spawned, tmp_path):
+def test_worker_as_pid_1_finds_the_embedded_server_of_its_workflow_directory(queue, tmp_path):
     """Found by its record (embedded.json) and a health check: the server's PID is invisible in the worker's
     PID namespace, which made Labtasker's own status check call it unhealthy."""
     from labtasker import Client
@@ -554,11 +494,10 @@ def test_worker_as_pid_1_finds_the_embedded_server_of_its_workflow_directory(que
 
     workdir, configfile = workdir_with(tmp_path, TWO_TASKS)
     environment = {k: v for k, v in os.environ.items() if k not in ("LABTASKER_URL", "LABTASKER_SOCKET")}
+    pool = Workers(None, queue, tmp_path)  # embedded workers: they find workdir's server, not the session's
     try:
         url = ensure_embedded_server(workdir, log=lambda _: None)  # as the submitter does, outside the namespace
-        log_dir = tmp_path / "worker"
-        argv = [*UNSHARE, *worker_argv(None, queue, log_dir, [workdir, REPO])]
-        unshare = spawned.start(argv, log_dir / "worker.out", drop=("LABTASKER_URL", "LABTASKER_SOCKET"))
+        unshare, log_dir = pool.start("worker", allow=[workdir, REPO], embedded=True, session=True, prefix=UNSHARE)
         arguments = [*LABTASKER_PROFILE, "--configfile", str(configfile), "--labtasker-queue", queue]
         with open(tmp_path / "sm.log", "wb") as out:
             submitter = subprocess.Popen(
@@ -577,7 +516,7 @@ def test_worker_as_pid_1_finds_the_embedded_server_of_its_workflow_directory(que
             assert {t.status for t in all_tasks(client)} == {"succeeded"}
         assert status_of(log_dir)["tasks"]["succeeded"] == 6
     finally:
-        spawned.stop_all()
+        pool.stop_all()
         stop_embedded_server(workdir / ".labtasker")
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SNAKEFILE, standin_config, write_config
-from labtasker_testkit import LABTASKER_PROFILE, REPO, wait_for
+from labtasker_testkit import LABTASKER_PROFILE, REPO, cmdlines, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -128,17 +128,6 @@ def worker_argv(url: str, queue: str, workdir: Path, log_dir: Path) -> list[str]
         "--allow-workflow", str(workdir), "--allow-workflow", str(REPO), "--log-dir", str(log_dir),
         "--poll-max", "1", "--heartbeat", "5",
     ]  # fmt: skip
-
-
-def cmdlines() -> list[bytes]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                found.append(Path(f"/proc/{entry}/cmdline").read_bytes())
-            except OSError:
-                pass
-    return found
 
 
 def test_campaign_across_three_hosts_survives_a_30_s_link_outage(hosts: Hosts, tmp_path: Path) -> None:

@@ -15,7 +15,17 @@ from pathlib import Path
 
 import pytest
 from conftest import SNAKEFILE, standin_config, write_config
-from labtasker_testkit import LABTASKER_PROFILE, REPO, all_tasks, client, labtasker_url, queue, wait_for, workers
+from labtasker_testkit import (
+    LABTASKER_PROFILE,
+    REPO,
+    all_tasks,
+    client,
+    cmdlines,
+    labtasker_url,
+    queue,
+    wait_for,
+    workers,
+)
 
 from benchmarks.core.config import load_config
 from benchmarks.core.policy_spec import PolicySpec
@@ -320,17 +330,6 @@ def test_a_worker_without_the_right_token_is_refused(labtasker_url, queue, worke
 
 
 ONE_BATCH = {"suites": {"alpha": ["reach"]}, "episodes_per_task": 2, "batch_size": 2, "max_steps": 20}
-
-
-def cmdlines() -> list[bytes]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                found.append(Path(f"/proc/{entry}/cmdline").read_bytes())
-            except OSError:
-                pass
-    return found
 
 
 @pytest.mark.slow

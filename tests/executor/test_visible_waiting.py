@@ -6,16 +6,14 @@ its status.json and `python -m benchmarks.status`."""
 # ruff: noqa: F401, F811  (pytest fixtures imported from labtasker_testkit are used as parameters)
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SNAKEFILE, standin_config, write_config
+from conftest import SNAKEFILE, standin_config, standin_server, write_config
 from labtasker_testkit import (
     LABTASKER_PROFILE,
     REPO,
@@ -28,8 +26,6 @@ from labtasker_testkit import (
     workers,
 )
 
-from benchmarks.core.policy_client import check_endpoint
-from evalwf_contract.loopback import free_port
 from snakemake_executor_plugin_labtasker import registered_workers
 
 pytestmark = pytest.mark.slow
@@ -44,25 +40,6 @@ def submit(workdir: Path, configfile: Path, url: str, queue: str, log: Path, *ex
     ]  # fmt: skip
     with open(log, "wb") as out:
         return subprocess.Popen(command, cwd=workdir, stdout=out, stderr=subprocess.STDOUT)
-
-
-@contextlib.contextmanager
-def standin_server(*args: str) -> Iterator[str]:
-    """A policy server started here, outside any worker (as tests/workflow/test_external_policy.py does)."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.standin.policy_server", "--port", str(port), *args],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"ws://127.0.0.1:{port}"
-    try:
-        check_endpoint(url, timeout_s=30)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def status_command(workdir: Path) -> str:

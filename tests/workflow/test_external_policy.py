@@ -2,43 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_snakemake, standin_config, write_config
+from conftest import REPO, run_snakemake, standin_config, standin_server, write_config
 
 from benchmarks.core.errors import ResultValidationError
-from benchmarks.core.policy_client import check_endpoint
 from benchmarks.core.policy_spec import EXTERNAL_ENDPOINT, PolicySpec, metadata_digest
 from benchmarks.core.results import check_policy_servers
 from benchmarks.runtime.policy_server import GuardedPolicyServer
 from evalwf_contract.loopback import free_port
 
 PROFILE = ["--profile", str(REPO / "profiles" / "local")]
-
-
-@contextlib.contextmanager
-def standin_server(*args: str) -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.standin.policy_server", "--port", str(port), *args],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"ws://127.0.0.1:{port}"
-    try:
-        check_endpoint(url, timeout_s=30)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def url_config(workdir: Path, url: str, **policy: object) -> Path:
