@@ -427,6 +427,11 @@ class Executor(RemoteExecutor):
         from snakemake_executor_plugin_labtasker.cancellation import cancel_tasks
 
         self._cancelling = True
+        with self.lock:
+            # no status round from here on: rounds would compete with the cancellation for the server (each
+            # cancelled task is a changed task), and Snakemake's shutdown then joins a status thread that is
+            # already done instead of waiting out its sleep (what RemoteExecutor.shutdown sets, set earlier)
+            self.wait = False
         with self._sigint_deferred():
             pool = getattr(self, "_submit_pool", None)
             if pool is not None:

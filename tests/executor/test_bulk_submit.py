@@ -45,6 +45,7 @@ def _executor(client, workdir: Path) -> Executor:
     executor._external_jobids = lambda job: []
     executor.run_job_pre = lambda job: None
     executor.reported, executor.errors = [], []
+    executor.lock, executor.wait = threading.Lock(), True  # Snakemake's RemoteExecutor: status rounds run while wait
     main = threading.current_thread()
 
     def report(info):
@@ -93,6 +94,8 @@ def test_ctrl_c_cancels_every_queued_task_and_leaves_a_running_step_alone(client
     assert statuses.pop(claim.task.id) == "running", "a started job step finishes (a rerun adopts it)"
     assert set(statuses.values()) == {"cancelled"} and len(statuses) == JOBS - 1
     assert client._claim(route="default", run_id=_run_id()) is None
+    # status rounds stopped before the cancellation (they would compete with it; shutdown joins them at once)
+    assert executor.wait is False
 
 
 def test_a_cancellation_cut_short_leaves_nothing_a_worker_can_claim_and_a_rerun_restores_it(client, tmp_path):
