@@ -29,6 +29,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -73,8 +74,35 @@ class _Preloaded:
     stamps: dict[str, int]  # module file -> mtime_ns at import
 
 
-def _preload(modules: Sequence[str]) -> _Preloaded:
+class _Inbox:
+    """Our stdin: the job step's spec (one JSON line), or EOF (the worker stopped or died: nothing to run)."""
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.closed = False
+
+    def arrived(self, timeout_s: float | None) -> bool:
+        """Whether the spec or EOF has arrived, waiting up to timeout_s (None: until it does)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self.closed and not self.data.endswith(b"\n"):
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([0], [], [], remaining)[0]:
+                return False
+            chunk = os.read(0, 65536)
+            self.closed = not chunk
+            self.data += chunk
+        return True
+
+    def spec(self) -> dict[str, Any] | None:
+        self.arrived(None)
+        return json.loads(self.data) if self.data.endswith(b"\n") else None
+
+
+def _preload(modules: Sequence[str], inbox: _Inbox) -> _Preloaded | None:
+    """Import `modules`; None as soon as the worker has gone (EOF), without importing the rest."""
     for name in modules:
+        if inbox.arrived(0) and inbox.closed:
+            return None
         try:
             importlib.import_module(name)
         except Exception as error:  # a module that fails here fails (and is reported) in the step
@@ -116,16 +144,6 @@ def cold_reason(preloaded: _Preloaded, cwd: str) -> str | None:
         if local is not None:
             return f"{local} was imported from {preloaded.cwd}, the job step runs in {target}"
     return None
-
-
-def _read_spec() -> dict[str, Any] | None:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(0, 65536)
-        if not chunk:
-            return None
-        data += chunk
-    return json.loads(data)
 
 
 def _become_job_step(spec: dict[str, Any], cold: str | None) -> None:
@@ -208,11 +226,12 @@ def main(argv: list[str]) -> int:
     grace_s = float(options.get("--grace", 5.0))
     # a Ctrl-C in the worker's terminal reaches this spare too: the worker closes our stdin when it stops
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inbox = _Inbox()
     # started beside a job step that is itself starting: import after it (or as soon as our step arrives)
-    select.select([0], [], [], float(options.get("--preload-after", 0.0)))
-    preloaded = _preload(PRELOAD)
-    spec = _read_spec()
-    if spec is None:
+    inbox.arrived(float(options.get("--preload-after", 0.0)))
+    preloaded = _preload(PRELOAD, inbox)
+    spec = inbox.spec() if preloaded is not None else None
+    if spec is None or preloaded is None:
         return 0
     cold = cold_reason(preloaded, spec["cwd"])
     _become_subreaper()

@@ -126,6 +126,12 @@ def test_a_spare_that_gets_no_step_exits_without_running_anything(workflow: Path
     assert not (workflow / "logs").exists()
 
 
+def test_a_waiting_spare_notices_its_owner_gone_without_importing_first(workflow: Path) -> None:
+    spare = SpareStep(cwd=str(workflow), grace_s=2.0, preload_after_s=600)
+    spare.discard()  # EOF while it waits to start importing: it exits then, not after 600 s (discard waits 5 s)
+    assert spare.process.returncode == 0
+
+
 def test_cold_when_a_preloaded_module_changed(tmp_path: Path) -> None:
     module = tmp_path / "lib" / "thing.py"
     module.parent.mkdir()
