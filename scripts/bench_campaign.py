@@ -98,11 +98,13 @@ def run_labtasker(args: argparse.Namespace, workers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         config = write_config(workdir, args)
-        url = ensure_embedded_server(workdir, log=lambda _: None)
+        # the default set-up: submitter and workers find the embedded server of the workflow directory (and its
+        # token file) themselves
+        ensure_embedded_server(workdir, log=lambda _: None)
         gpus = ",".join(str(i) for i in range(workers))
         pool = GuardedProcess(
             [
-                *[sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", gpus, "--url", url],
+                *[sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", gpus],
                 *["--poll-max", "0.5", "--allow-workflow", str(workdir), "--allow-workflow", str(REPO)],
             ],
             cwd=workdir,
@@ -115,8 +117,6 @@ def run_labtasker(args: argparse.Namespace, workers: int) -> None:
                 config,
                 "--profile",
                 str(REPO / "profiles" / "labtasker"),
-                "--labtasker-url",
-                url,
                 "--seconds-between-status-checks",
                 "1",
             )

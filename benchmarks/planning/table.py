@@ -23,7 +23,8 @@ from benchmarks.planning.cost import (
 from benchmarks.planning.inventory import BadBatch, Inventory, survey
 
 DEFAULT_WORKERS = 4
-DEFAULT_BATCH_OVERHEAD_S = 3.0  # measured job-step start-up per batch on the workers (README, "Measured")
+DEFAULT_BATCH_OVERHEAD_S = 3.0  # per batch on a worker: the job step (0.4 s warm, README "Measured") plus the
+# simulator interpreter and environment creation that a real benchmark adds (LIBERO 1.4-4.6 s)
 
 
 @dataclass(frozen=True)
