@@ -241,9 +241,9 @@ class GpuWorker:
                 foreign_backoff = 0.0
                 with self.lock:
                     self.busy += 1
+                worked = True
                 try:
-                    if not self._execute(client, claim, slot):
-                        self.stop.wait(FOREIGN_BACKOFF_S[0])
+                    worked = self._execute(client, claim, slot)
                 except Exception as error:  # never lose the slot to a bug; the lease expiry recovers the task
                     log(f"slot {slot}: internal error on task {claim.task.id}: {type(error).__name__}: {error}")
                     message = f"{type(error).__name__}: {error}"
@@ -251,9 +251,12 @@ class GpuWorker:
                 finally:
                     with self.lock:
                         self.busy -= 1
-                        self.last_busy = time.monotonic()
+                        if worked:  # a task handed back as not ours is no work: --idle-timeout keeps counting
+                            self.last_busy = time.monotonic()
                         self.running.pop(claim.task.id, None)
                     self.write_status()
+                if not worked:
+                    self.stop.wait(FOREIGN_BACKOFF_S[0])
         finally:
             client.close()
             spare = self.spares.pop(slot, None)

@@ -308,6 +308,28 @@ def test_a_task_of_another_workflow_goes_back_uncharged_and_its_campaign_is_skip
 
 
 @pytest.mark.slow
+def test_handing_back_tasks_of_other_workflows_is_no_work_for_the_idle_timeout(
+    labtasker_url, queue, client, workers, tmp_path
+):
+    """A worker whose queue only ever holds other workflows' tasks is idle: --idle-timeout ends it even while new
+    foreign campaigns keep arriving (each one's first hand-back used to count as a second of work)."""
+    mine = tmp_path / "mine"
+    campaign(mine)
+    process, log_dir = workers.start("w", allow=[mine, REPO], extra=["--idle-timeout", "3"])
+    for index in range(24):  # a new foreign campaign every second, for longer than the idle timeout many times
+        if process.poll() is not None:
+            break
+        submit(client, payload(tmp_path / f"theirs-{index}"), f"theirs-{index}")
+        time.sleep(1.0)
+    assert process.poll() is not None, "the worker never went idle while handing back other workflows' tasks"
+    assert process.wait(30) == 0
+    text = worker_log(log_dir)
+    assert "(--idle-timeout 3); stopping" in text and "not allowed on this worker" in text
+    for task in all_tasks(client):  # nothing was charged
+        assert (task.status, task.attempt) == ("pending", 0), (task.id, task.status, task.attempt)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("token", [None, "wrong-token"], ids=["no-token", "wrong-token"])
 def test_a_worker_without_the_right_token_is_refused(labtasker_url, queue, workers, tmp_path, token):
     env = dict(os.environ)
