@@ -33,7 +33,7 @@ PAYLOAD_KEYS = frozenset(
         "rules",
         "wildcards",
         "target_jobs",  # Snakemake's --target-jobs entries: "rule:key=value,..."
-        "local_groupid",  # group jobs only, else None
+        "local_groupid",  # group jobs only (the group job's id, a uuid string), else None
         "attempt",
         "latency_wait",
         "wait_for_files",  # relative to workdir, inside it

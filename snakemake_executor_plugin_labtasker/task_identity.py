@@ -157,7 +157,7 @@ def job_step_fields(command: str, workdir: str, jobs: list[Any]) -> dict[str, An
     return {
         "configfiles": [_inside_or_absolute(p, workdir) for p in options.get("--configfiles") or []],
         "target_jobs": list(target_jobs),
-        "local_groupid": int(local_groupid[0]) if local_groupid and local_groupid[0].isdigit() else None,
+        "local_groupid": local_groupid[0] if local_groupid else None,  # a group job's id (a uuid)
         "attempt": integer("--attempt", (getattr(jobs[0], "attempt", 1) if jobs else 1) or 1),
         "latency_wait": integer("--latency-wait", 5),
         "wait_for_files": [_inside_or_absolute(p, workdir) for p in options.get("--wait-for-files") or []],

@@ -31,6 +31,7 @@ RULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Snakemake's --target-jobs entry: rule:key=value,key=value (no control characters, no commas in values)
 _PAIR = r"[A-Za-z_][A-Za-z0-9_]*=[^,=\x00-\x1f\x7f]*"
 TARGET_JOB = re.compile(rf"([A-Za-z_][A-Za-z0-9_]*):((?:{_PAIR})(?:,{_PAIR})*)?")
+GROUP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")  # a group job's id: the uuid of its last job
 MAX_LIST = 10_000
 MAX_LATENCY_WAIT_S = 3600
 
@@ -187,8 +188,8 @@ def validate_task(args: Any, allowed: list[str]) -> JobStep:
         if match is None or match.group(1) not in rules:
             raise TaskRefused(f"target job {entry[:200]!r} is not 'rule:key=value,...' for one of the rules {rules}")
     local_groupid = args.get("local_groupid")
-    if local_groupid is not None:
-        local_groupid = _integer(local_groupid, "local_groupid", 0, 10**9)
+    if local_groupid is not None and (not isinstance(local_groupid, str) or not GROUP_ID.fullmatch(local_groupid)):
+        raise TaskRefused(f"local_groupid must be a Snakemake group job id (got {str(local_groupid)[:80]!r})")
     attempt = _integer(args.get("attempt"), "attempt", 1, 1000)
     latency_wait = _integer(args.get("latency_wait"), "latency_wait", 0, MAX_LATENCY_WAIT_S)
     wait_for_files = []
@@ -224,7 +225,7 @@ def validate_task(args: Any, allowed: list[str]) -> JobStep:
 
     argv = [sys.executable, "-m", "snakemake", "--snakefile", os.path.realpath(snakefile)]
     argv += ["--target-jobs", *target_jobs, "--allowed-rules", *dict.fromkeys(rules)]
-    argv += ["--local-groupid", str(local_groupid)] if local_groupid is not None else ["--force-use-threads"]
+    argv += ["--local-groupid", local_groupid] if local_groupid is not None else ["--force-use-threads"]
     argv += ["--attempt", str(attempt), *FIXED_JOB_STEP_OPTIONS, "--latency-wait", str(latency_wait)]
     if wait_for_files:
         argv += ["--wait-for-files", *wait_for_files]

@@ -160,3 +160,25 @@ def same_flags(a: dict[str, list[dict]], b: dict[str, list[dict]]) -> bool:
         return {k: [(e["index"], e["success"]) for e in v] for k, v in records.items()}
 
     return flags(a) == flags(b)
+
+
+def test_grouped_batches_run_as_one_job_step_per_group(local_run, labtasker_url, queue, client, workers, tmp_path):
+    """`--groups` / `--group-components` (several batches per task, one job step): the payload names every job of
+    the group, the worker runs them in one `--local-groupid` job step, results match the local profile."""
+    workdir = tmp_path / "wf"
+    workdir.mkdir()
+    configfile = campaign_config(workdir)
+    workers.start("w", allow=[workdir, REPO])
+    grouping = ["--groups", "evaluate_batch=batches", "--group-components", "batches=3"]
+    run_snakemake(workdir, *labtasker_args(labtasker_url, queue, configfile), *grouping)
+
+    remote, local = summaries(workdir), summaries(local_run)
+    pd.testing.assert_frame_equal(remote[0], local[0])
+    assert same_flags(batch_records(workdir), batch_records(local_run))
+    tasks = all_tasks(client)
+    groups = [task for task in tasks if task.args["local_groupid"] is not None]
+    assert len(groups) == 3 and all(len(task.args["target_jobs"]) == 3 for task in groups), [
+        task.args["target_jobs"] for task in tasks
+    ]
+    assert len(tasks) == 3 + 3  # the three manifests, then nine batches in three tasks
+    assert {task.status for task in tasks} == {"succeeded"}

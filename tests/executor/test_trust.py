@@ -140,6 +140,8 @@ ATTACKS = {
     "snakefile-outside": (lambda p: {"snakefile": "/etc/hostname"}, "Snakefile"),
     "latency-huge": (lambda p: {"latency_wait": 10**9}, "latency_wait"),
     "attempt-text": (lambda p: {"attempt": "1 --config x"}, "attempt"),
+    "group-id-option": (lambda p: {"local_groupid": "x --config results_dir=/tmp/x"}, "group job id"),
+    "group-id-dash": (lambda p: {"local_groupid": "--config"}, "group job id"),
     "campaign-lie": (lambda p: {"campaign": "c_0000000000000000"}, "campaign"),
     "old-version": (lambda p: {"version": 1}, "payload version"),
 }
