@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,6 +17,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 SNAKEFILE = REPO / "workflow" / "Snakefile"
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+# A suite started in the background of a non-interactive shell (`make test &`, some CI runners) inherits SIGINT
+# ignored, and so would every snakemake and worker it starts: the Ctrl-C tests would see a Ctrl-C ignored. A
+# handler here makes the children start with the default disposition again (an ignored signal stays ignored
+# across exec, a handled one does not).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def standin_config(results_dir: Path, **overrides: Any) -> dict[str, Any]:
