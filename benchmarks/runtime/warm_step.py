@@ -98,7 +98,7 @@ class _Inbox:
         return json.loads(self.data) if self.data.endswith(b"\n") else None
 
 
-def _preload(modules: Sequence[str], inbox: _Inbox) -> _Preloaded | None:
+def _preload(modules: Sequence[str], inbox: _Inbox, cwd: str) -> _Preloaded | None:
     """Import `modules`; None as soon as the worker has gone (EOF), without importing the rest."""
     for name in modules:
         if inbox.arrived(0) and inbox.closed:
@@ -113,7 +113,7 @@ def _preload(modules: Sequence[str], inbox: _Inbox) -> _Preloaded | None:
         snakemake.cli.get_argument_parser()  # collects the executor/storage/... plugin registries once
     except Exception as error:
         print(f"warm job step: building Snakemake's parser failed ({error})", file=sys.stderr)
-    return _Preloaded(os.path.realpath(os.getcwd()), _module_stamps())
+    return _Preloaded(cwd, _module_stamps())
 
 
 def _module_stamps() -> dict[str, int]:
@@ -226,10 +226,14 @@ def main(argv: list[str]) -> int:
     grace_s = float(options.get("--grace", 5.0))
     # a Ctrl-C in the worker's terminal reaches this spare too: the worker closes our stdin when it stops
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        cwd = os.path.realpath(os.getcwd())  # now: the directory may be gone by the time a step arrives
+    except FileNotFoundError:  # gone already: no module can be told local, so every step runs cold
+        cwd = "/"
     inbox = _Inbox()
     # started beside a job step that is itself starting: import after it (or as soon as our step arrives)
     inbox.arrived(float(options.get("--preload-after", 0.0)))
-    preloaded = _preload(PRELOAD, inbox)
+    preloaded = _preload(PRELOAD, inbox, cwd)
     spec = inbox.spec() if preloaded is not None else None
     if spec is None or preloaded is None:
         return 0

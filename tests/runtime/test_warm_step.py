@@ -119,6 +119,22 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.parametrize("removed_after_s", [0.0, 0.5])
+def test_a_spare_whose_directory_was_removed_still_runs_a_step_elsewhere(
+    tmp_path: Path, workflow: Path, removed_after_s: float
+) -> None:
+    """The spare starts in the previous step's workflow directory; that campaign may be gone when the next task
+    (of another allowed directory) arrives, even before the spare got going (then its step runs cold)."""
+    previous = tmp_path / "previous"
+    previous.mkdir()
+    spare = SpareStep(cwd=str(previous), grace_s=2.0)
+    time.sleep(removed_after_s)
+    previous.rmdir()
+    step = _start(spare, workflow, "report.txt", EVAL_PROBE="elsewhere")
+    assert step.wait(120) == 0, step.log_tail()
+    assert (workflow / "report.txt").read_text().split("|")[:2] == ["elsewhere", str(workflow)]
+
+
 def test_a_spare_that_gets_no_step_exits_without_running_anything(workflow: Path) -> None:
     spare = _spare(workflow)
     spare.discard()
