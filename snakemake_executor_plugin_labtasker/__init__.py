@@ -7,8 +7,8 @@ Each job becomes one Labtasker task whose id is derived from the job's identity 
 resubmitted or restarted campaign finds its tasks instead of duplicating them (submission.py). One list
 query per polling round reports every active job (status_query.py); Ctrl-C cancels the campaign's queued
 tasks (cancellation.py). Without a configured URL an embedded Labtasker server is started on loopback
-(local_server.py). The labtasker client is imported lazily: this module must import even where labtasker is
-broken or absent, or every snakemake call in the environment would fail.
+(evalwf_contract/embedded_server.py). The labtasker client is imported lazily: this module must import even
+where labtasker is broken or absent, or every snakemake call in the environment would fail.
 """
 
 import contextlib
