@@ -41,7 +41,7 @@ class GuardedProcess:
                 log.close()
 
     @classmethod
-    def adopt(cls, process: subprocess.Popen[bytes], argv: Sequence[str], log_path: Path) -> GuardedProcess:
+    def adopt(cls, process: subprocess.Popen[bytes], argv: Sequence[str], log_path: Path | None) -> GuardedProcess:
         """A guardian started otherwise (a warm job step, benchmarks.runtime.warm_step) whose stdin is ours."""
         guarded = cls.__new__(cls)
         guarded.argv = list(argv)

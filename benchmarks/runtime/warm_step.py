@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.runtime.guardian import _become_subreaper, stop_on_signals, supervise
+from benchmarks.runtime.processes import GuardedProcess
 
 # What every job step of this workflow imports before its batch starts (Snakemake, the Snakefile's imports). Only
 # modules whose import does not read the per-job environment (CUDA_VISIBLE_DEVICES, the policy endpoint): no torch.
@@ -116,26 +117,22 @@ def _preload(modules: Sequence[str], inbox: _Inbox, cwd: str) -> _Preloaded | No
     return _Preloaded(cwd, _module_stamps())
 
 
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1  # gone (or unreadable): differs from any real stamp
+
+
 def _module_stamps() -> dict[str, int]:
-    stamps = {}
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str):
-            try:
-                stamps[path] = os.stat(path).st_mtime_ns
-            except OSError:
-                stamps[path] = -1
-    return stamps
+    paths = (getattr(module, "__file__", None) for module in list(sys.modules.values()))
+    return {path: _mtime_ns(path) for path in paths if isinstance(path, str)}
 
 
 def cold_reason(preloaded: _Preloaded, cwd: str) -> str | None:
     """Why this job step must not reuse the preloaded modules (None: it may)."""
     for path, stamp in preloaded.stamps.items():
-        try:
-            current = os.stat(path).st_mtime_ns
-        except OSError:
-            current = -1
-        if current != stamp:
+        if _mtime_ns(path) != stamp:
             return f"{path} changed since it was preloaded"
     target = os.path.realpath(cwd)
     if target != preloaded.cwd:
@@ -276,16 +273,8 @@ class SpareStep:
         return self.process
 
     def discard(self) -> None:
-        if self.process.stdin and not self.process.stdin.closed:
-            try:
-                self.process.stdin.close()  # EOF before a spec: it exits without running anything
-            except OSError:
-                pass
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        """EOF before a spec: it exits without running anything (killed if it does not within 5 s)."""
+        GuardedProcess.adopt(self.process, self.process.args, None).stop(timeout_s=5.0)
 
 
 if __name__ == "__main__":
