@@ -79,7 +79,7 @@ class GpuWorker:
         self.counts = {"succeeded": 0, "failed": 0, "handed_back": 0, "refused": 0, "lost": 0, "not_ours": 0}
         self.foreign: set[str] = set()  # campaigns whose workflow directory is not allowed here
         self.observer: Any = None  # this worker's registration with the queue (queue_client.observe_worker)
-        self.warm_steps = not getattr(options, "cold_job_steps", False)
+        self.warm_steps = not options.cold_job_steps
         self.spares: dict[int, SpareStep] = {}  # slot -> its next job step's pre-imported guardian
 
     def client(self) -> Any:
@@ -412,10 +412,7 @@ class GpuWorker:
                 return "revoked"
         except LabtaskerError as error:
             log(f"task {claim.task.id}: could not report the job step start: {error}")
-        try:
-            return self._run_step(slot, step, env, log_path, revoked)
-        finally:
-            self._prepare_spare(slot, step.workdir)  # (when the step could not use one)
+        return self._run_step(slot, step, env, log_path, revoked)
 
     def _prepare_spare(self, slot: int, workdir: str, preload_after_s: float = 0.0) -> None:
         """Start the slot's next job-step guardian, which imports Snakemake before the slot's next task arrives."""
@@ -427,19 +424,28 @@ class GpuWorker:
             log(f"slot {slot}: no warm job step ({error}); job steps start cold")
 
     def _launch(self, slot: int, step: JobStep, env: dict[str, str], log_path: Path) -> GuardedProcess:
-        """The job step under a guardian: the slot's spare (Snakemake already imported) when it has one."""
+        """The job step under a guardian: the slot's spare (Snakemake already imported) when it has one. The next
+        task's spare is started here too, importing while this step runs (after this step's own start-up)."""
+        process = self._launch_from_spare(slot, step, env, log_path) or GuardedProcess(
+            step.argv, env=env, cwd=step.workdir, log_path=log_path, grace_s=STEP_GRACE_S
+        )
+        self._prepare_spare(slot, step.workdir, preload_after_s=SPARE_PRELOAD_AFTER_S)
+        return process
+
+    def _launch_from_spare(
+        self, slot: int, step: JobStep, env: dict[str, str], log_path: Path
+    ) -> GuardedProcess | None:
         spare = self.spares.pop(slot, None)
-        if spare is not None:
-            if spare.alive() and step.argv[:3] == [sys.executable, "-m", "snakemake"]:
-                try:
-                    process = spare.start(step.argv[3:], env, step.workdir, log_path)
-                    # the next task's spare imports while this step runs (after this step's own start-up)
-                    self._prepare_spare(slot, step.workdir, preload_after_s=SPARE_PRELOAD_AFTER_S)
-                    return GuardedProcess.adopt(process, step.argv, log_path)
-                except OSError as error:
-                    log(f"slot {slot}: warm job step unavailable ({error}); starting it cold")
-            spare.discard()
-        return GuardedProcess(step.argv, env=env, cwd=step.workdir, log_path=log_path, grace_s=STEP_GRACE_S)
+        if spare is None:
+            return None
+        if spare.alive() and step.argv[:3] == [sys.executable, "-m", "snakemake"]:
+            try:
+                process = spare.start(step.argv[3:], env, step.workdir, log_path)
+                return GuardedProcess.adopt(process, step.argv, log_path)
+            except OSError as error:
+                log(f"slot {slot}: warm job step unavailable ({error}); starting it cold")
+        spare.discard()
+        return None
 
     def _run_step(
         self, slot: int, step: JobStep, env: dict[str, str], log_path: Path, revoked: threading.Event
