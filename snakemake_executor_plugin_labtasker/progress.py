@@ -74,7 +74,9 @@ class CampaignProgress:
         return sum(self.batches[key] for key in self.done)
 
     def submitted(self, key: str, episodes: int) -> None:
-        """A job was submitted (again, after a failure: the same batch, pending once more)."""
+        """A job was submitted (again, after a failure: the same batch, pending once more). The campaign is
+        unfinished again, so its next "all done" is a new one to print even if no round saw it in between."""
+        self._printed_all_done = False
         if episodes:
             self.batches[key] = episodes
             self.failed.discard(key)

@@ -93,3 +93,21 @@ def test_a_retried_batch_is_the_same_batch_not_a_new_one():
     line = progress.line(running=0, now=30.0)
     assert line.startswith("[labtasker] progress: 2/2 batches done, 0 running, 4/4 episodes"), line
     assert "failed" not in line and "left" not in line
+
+
+def test_a_retry_that_finishes_between_two_rounds_still_gets_its_final_line():
+    """Everything finished (one batch failed: the "all done" line is printed), then --retries resubmits the
+    failed batch and it finishes before the next status round: that round must print the final line (2/2), even
+    inside interval_s. It used to stay silent: no round had seen the campaign unfinished in between, so the
+    line counted as already printed (CI failure of test_visible_waiting with fast warm job steps)."""
+    progress = CampaignProgress(interval_s=30, started=0.0)
+    progress.submitted("t_a", 2)
+    progress.submitted("t_b", 2)
+    progress.finished("t_a", 2, ok=False, now=10.0)
+    progress.finished("t_b", 2, ok=True, now=10.0)
+    assert progress.line(running=0, now=10.0).startswith("[labtasker] progress: 1/2 batches done, 1 failed")
+    progress.submitted("t_a", 2)  # the retry, claimed and finished before the next round
+    progress.finished("t_a", 2, ok=True, now=12.0)
+    line = progress.line(running=0, now=13.0)
+    assert line is not None and line.startswith("[labtasker] progress: 2/2 batches done, 0 running, 4/4 episodes")
+    assert progress.line(running=0, now=14.0) is None, "printed once"
