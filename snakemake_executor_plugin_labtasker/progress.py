@@ -118,12 +118,11 @@ class CampaignProgress:
 
     def line(self, running: int, now: float | None = None, queued: int | None = None) -> str | None:
         """A progress line every interval_s while anything of this run is active (manifests included), and
-        once each time every submitted batch has finished."""
+        once each time every submitted batch has finished (submitted() re-arms it: only a submission makes a
+        finished campaign unfinished again)."""
         now = time.monotonic() if now is None else now
         finished = self.batches_done + self.batches_failed
         all_done = bool(self.batches) and finished == self.batches_submitted and not self.others
-        if not all_done:
-            self._printed_all_done = False
         first_all_done = all_done and not self._printed_all_done
         if not (self.batches or self.others) or (not first_all_done and now - self._last_line < self.interval_s):
             return None
