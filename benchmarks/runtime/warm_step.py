@@ -249,7 +249,6 @@ class SpareStep:
     """The worker's side: one warm job-step guardian, waiting for its spec."""
 
     def __init__(self, cwd: str, grace_s: float, preload_after_s: float = 0.0):
-        self.cwd = cwd
         self.process = subprocess.Popen(
             [
                 *(sys.executable, "-m", "benchmarks.runtime.warm_step"),
