@@ -36,14 +36,14 @@ py310-env:
 # The main job on the embedded default: a LIBERO mini-campaign through a local Labtasker server and two
 # local workers, then the summary tables.
 demo: venv libero-env
-	$(BIN)/python scripts/demo.py
+	$(BIN)/evalwf demo
 
 # The same campaign without a queue (Snakemake's local executor), and the stand-in campaign through the queue.
 demo-local: venv libero-env
 	$(BIN)/snakemake --profile profiles/local --configfile config/demo.yaml
 
 demo-standin: venv
-	$(BIN)/python scripts/demo.py config/standin.yaml
+	$(BIN)/evalwf demo config/standin.yaml
 
 lint: venv py310-env
 	$(BIN)/ruff check .

@@ -1,10 +1,10 @@
 """The benchmarks this workflow evaluates: registering one is one line here.
 
 A benchmark is one folder under benchmarks/ (a package) holding `adapter.py` (module attribute ADAPTER, a
-benchmarks.core.adapter.BenchmarkAdapter) and `schema.yaml` (its config section, defaults included). Everything
+evalwf.benchmark.adapter.BenchmarkAdapter) and `schema.yaml` (its config section, defaults included). Everything
 that names benchmarks reads this table: the config schema's `benchmarks` and `reference` keys
-(benchmarks.core.config), the `benchmark` wildcard of the workflow (workflow/rules/common.smk) and the adapter
-lookup (benchmarks.core.adapter.get_adapter).
+(evalwf.plan.config), the `benchmark` wildcard of the workflow (workflow/rules/common.smk) and the adapter
+lookup (evalwf.benchmark.adapter.get_adapter).
 """
 
 from __future__ import annotations

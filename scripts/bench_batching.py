@@ -31,8 +31,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.runtime.processes import GuardedProcess  # noqa: E402
-from evalwf_contract.embedded_server import ensure_embedded_server, stop_embedded_server  # noqa: E402
+from evalwf.queue.embedded_server import ensure_embedded_server, stop_embedded_server  # noqa: E402
+from evalwf.worker.processes import GuardedProcess  # noqa: E402
 
 
 def write_config(workdir: Path, args: argparse.Namespace, batching: bool, stats: Path) -> Path:
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, slots: int, batching: bool) -> dict[str, float
         ensure_embedded_server(workdir, log=lambda _: None)
         worker = GuardedProcess(
             [
-                *[sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", "0", "--slots", str(slots)],
+                *[sys.executable, "-m", "evalwf.worker.main", "--gpus", "0", "--slots", str(slots)],
                 *["--poll-max", "0.5", "--allow-workflow", str(workdir), "--allow-workflow", str(REPO)],
             ],
             cwd=workdir,

@@ -32,7 +32,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from evalwf_contract.embedded_server import embedded_token, ensure_embedded_server, stop_embedded_server  # noqa: E402
+from evalwf.queue.embedded_server import embedded_token, ensure_embedded_server, stop_embedded_server  # noqa: E402
 
 FULL_BATCHES = 400  # LIBERO: 4 suites x 10 tasks x 50 trials in batches of 5
 FULL_STARTUP_TIMEOUT_S = 900  # config/libero.yaml
@@ -82,7 +82,7 @@ def run_campaign(args: argparse.Namespace, kind: str, breaker: str) -> dict[str,
         env = {**os.environ, "LABTASKER_TOKEN": embedded_token(workdir / ".labtasker") or ""}
         gpus = ",".join(str(i) for i in range(args.workers))
         worker_argv = [
-            *[sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", gpus, "--url", url, "--idle-timeout", "0"],
+            *[sys.executable, "-m", "evalwf.worker.main", "--gpus", gpus, "--url", url, "--idle-timeout", "0"],
             *["--poll-max", "0.5", "--allow-workflow", str(workdir), "--allow-workflow", str(REPO)],
         ]
         with open(workdir / "workers.log", "wb") as out:

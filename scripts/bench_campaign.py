@@ -22,8 +22,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.runtime.processes import GuardedProcess  # noqa: E402
-from evalwf_contract.embedded_server import ensure_embedded_server, stop_embedded_server  # noqa: E402
+from evalwf.queue.embedded_server import ensure_embedded_server, stop_embedded_server  # noqa: E402
+from evalwf.worker.processes import GuardedProcess  # noqa: E402
 
 TASKS = ["reach", "push", "stack", "slide"]
 
@@ -104,7 +104,7 @@ def run_labtasker(args: argparse.Namespace, workers: int) -> None:
         gpus = ",".join(str(i) for i in range(workers))
         pool = GuardedProcess(
             [
-                *[sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", gpus],
+                *[sys.executable, "-m", "evalwf.worker.main", "--gpus", gpus],
                 *["--poll-max", "0.5", "--allow-workflow", str(workdir), "--allow-workflow", str(REPO)],
             ],
             cwd=workdir,

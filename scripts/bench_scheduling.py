@@ -1,4 +1,4 @@
-"""Scheduling benchmark (issue 13): real campaigns through the real Labtasker server, real Snakemake and W real
+"""Scheduling benchmark: real campaigns through the real Labtasker server, real Snakemake and W real
 workers, with stand-in episodes whose durations follow RoboTwin's step limits (a long tail).
 
     python scripts/bench_scheduling.py [--workers 4] [--episodes 12] [--batch-sizes 0 6 3] [--json out.json]
@@ -10,7 +10,7 @@ work / (W x span), the ideal bound max(work / W, longest unit) and span / bound,
 split into submit -> claim (queue wait) -> job step running (start-up: Snakemake job step, simulator interpreter,
 policy handshake) -> evaluation -> finished (job step exit, output check, report) -> noticed (the submitter's
 "Finished jobid" line); then a projection of the full campaigns (LIBERO 400 + RoboTwin 1000 batches,
-benchmarks.planning.cost) to 8 and 32 GPUs with the measured dispatch overhead, its assumptions printed.
+evalwf.plan.cost) to 8 and 32 GPUs with the measured dispatch overhead, its assumptions printed.
 
 Scale mode queues N batch tasks with no worker, measures the time to queue them, idle status rounds (bytes and
 CPU-s on each side), the idle submitter's CPU, then Ctrl-C (time to exit, every queued task cancelled), and a
@@ -43,8 +43,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.planning.cost import expected_batch_cost, span_lower_bound  # noqa: E402
-from evalwf_contract.embedded_server import ensure_embedded_server, server_status, stop_embedded_server  # noqa: E402
+from evalwf.plan.cost import expected_batch_cost, span_lower_bound  # noqa: E402
+from evalwf.queue.embedded_server import ensure_embedded_server, server_status, stop_embedded_server  # noqa: E402
 
 # Stand-in tasks and the RoboTwin step limits they stand for (task_config/_eval_step_limit.yml: most tasks 400-700
 # steps, a few 1200-1700): seconds per step scaled so that an episode takes limit x SCALE seconds.
@@ -178,7 +178,7 @@ def run_campaign(args: argparse.Namespace, cache: Path, batch_size: int, mode: s
         endpoint = ensure_embedded_server(workdir, log=lambda _: None)
         gpus = ",".join(str(i) for i in range(args.workers))
         worker_argv = [
-            *[sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", gpus, "--idle-timeout", "0"],
+            *[sys.executable, "-m", "evalwf.worker.main", "--gpus", gpus, "--idle-timeout", "0"],
             *["--poll-max", str(args.poll_max), "--allow-workflow", str(workdir), "--allow-workflow", str(REPO)],
         ]
         with open(workdir / "workers.log", "wb") as out:
@@ -269,9 +269,9 @@ def simulate(durations: list[float], order: list[int], workers: int, overhead: f
 
 
 def projection(overhead: float, claim_gap: float, seed: int = 13, trials: int = 20) -> dict[str, Any]:
-    from benchmarks.core.campaign import Campaign
-    from benchmarks.core.config import load_config
-    from benchmarks.planning.cost import CostModel
+    from evalwf.plan.campaign import Campaign
+    from evalwf.plan.config import load_config
+    from evalwf.plan.cost import CostModel
 
     shipped = [REPO / "config" / name for name in ("libero.yaml", "robotwin.yaml", "policies/standin.yaml")]
     campaign = Campaign(load_config(*shipped))
@@ -286,7 +286,7 @@ def projection(overhead: float, claim_gap: float, seed: int = 13, trials: int = 
         "per_batch_overhead_s": per_batch,
         "assumptions": [
             f"{len(batches)} batches of config/libero.yaml + config/robotwin.yaml (+ policies/standin.yaml); expected "
-            f"cost = episodes x step limit x {model.seconds_per_step:g} s per step (benchmarks.planning.cost, before "
+            f"cost = episodes x step limit x {model.seconds_per_step:g} s per step (evalwf.plan.cost, before "
             "anything ran)",
             "actual duration = expected x a factor drawn uniformly from [0.5, 1.0] per batch (episodes that succeed "
             "stop before the step limit); the priority is the expected cost (an upper bound), not the actual one",
@@ -348,7 +348,7 @@ def wait_count(client: Any, count: int, timeout: float, status: str | None = Non
 
 def run_scale(args: argparse.Namespace) -> dict[str, Any]:
 
-    from evalwf_contract import campaign_key
+    from evalwf.contract import campaign_key
 
     # this script benchmarks the plugin itself: its status rounds are what scale mode measures
     from snakemake_executor_plugin_labtasker.status_query import StatusPoller

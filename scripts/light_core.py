@@ -3,7 +3,7 @@
     python scripts/light_core.py --files                    # the light core's files (one per line)
     python scripts/light_core.py --check .venv-py310/bin/python
 
-The light core is everything `benchmarks.sim_step`, `benchmarks.sim_checks` and the registered adapters import,
+The light core is everything `evalwf.job.sim_step`, `evalwf.job.sim_checks` and the registered adapters import,
 function-level imports included (the adapters are imported by name at run time, so they are roots of their own): the
 simulator side of a job step and of a node's checks, which runs in RoboTwin's Python 3.10 with numpy 1.26 as well as
 in the workflow's Python >= 3.11.
@@ -28,9 +28,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGE = "benchmarks"
-ENTRY_MODULE = "benchmarks.sim_step"
-NODE_CHECKS_MODULE = "benchmarks.sim_checks"  # the other entry point there: a node's checks (evalwf doctor, workers)
+PACKAGES = ("evalwf", "benchmarks")  # the framework and the benchmarks: what simulator interpreters import from
+REGISTRY = Path("benchmarks/registry.py")
+ENTRY_MODULE = "evalwf.job.sim_step"
+NODE_CHECKS_MODULE = "evalwf.job.sim_checks"  # the other entry point there: a node's checks (evalwf doctor, workers)
 # Laid out like upstream RoboTwin (imported as `envs...` with the checkout on sys.path), run by the same interpreter.
 STANDIN_CHECKOUT = Path("benchmarks/standin/robotwin_checkout")
 # Never in a simulator's environment (invariant 9): a light-core module that needs one of them is an error. Any other
@@ -45,16 +46,17 @@ def _module_name(repo: Path, path: Path) -> str:
 
 
 def package_modules(repo: Path = REPO) -> dict[str, Path]:
-    """Every module of the benchmarks package (the stand-in checkout is not part of it)."""
+    """Every module of the framework and the benchmarks (the stand-in checkout is not part of them)."""
     return {
         _module_name(repo, path): path
-        for path in sorted((repo / PACKAGE).rglob("*.py"))
+        for package in PACKAGES
+        for path in sorted((repo / package).rglob("*.py"))
         if STANDIN_CHECKOUT.parts[-1] not in path.parts
     }
 
 
 def import_graph(repo: Path = REPO) -> dict[str, set[str]]:
-    """module -> the benchmarks modules it imports anywhere (function-level imports included)."""
+    """module -> the framework and benchmark modules it imports anywhere (function-level imports included)."""
     modules = package_modules(repo)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -73,12 +75,12 @@ def import_graph(repo: Path = REPO) -> dict[str, set[str]]:
 
 def registered_adapters(repo: Path = REPO) -> list[str]:
     """`<package>.adapter` of every benchmark in benchmarks/registry.py's table (read, not imported)."""
-    tree = ast.parse((repo / PACKAGE / "registry.py").read_text(encoding="utf-8"))
+    tree = ast.parse((repo / REGISTRY).read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "BENCHMARKS":
             table = ast.literal_eval(node.value) if node.value else {}
             return [f"{package}.adapter" for package in table.values()]
-    raise RuntimeError(f"{repo / PACKAGE / 'registry.py'}: no BENCHMARKS table")
+    raise RuntimeError(f"{repo / REGISTRY}: no BENCHMARKS table")
 
 
 def light_core(repo: Path = REPO) -> dict[str, Path]:
@@ -160,7 +162,7 @@ for path, shown in request["files"].items():
         problems.append("%s:%s: does not compile: %s" % (shown, error.lineno, error.msg))
 def simulator_package(error):
     top = (error.name or "").split(".")[0] if isinstance(error, ModuleNotFoundError) else ""
-    return top if top and top not in request["stdlib"] + request["workflow_only"] + ["benchmarks"] else None
+    return top if top and top not in request["stdlib"] + request["workflow_only"] + ["benchmarks", "evalwf"] else None
 for name in request["modules"]:
     try:
         importlib.import_module(name)
@@ -226,7 +228,7 @@ def check(python: str, repo: Path = REPO) -> tuple[list[str], str]:
         "workflow_only": list(WORKFLOW_ONLY),
     }
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONSTARTUP")}
-    env["PYTHONPATH"] = str(repo)  # as a job step runs it (benchmarks.core.interpreter.child_env)
+    env["PYTHONPATH"] = str(repo)  # as a job step runs it (evalwf.plan.interpreter.child_env)
     done = subprocess.run(
         [python, "-B", "-c", PROBE], input=json.dumps(request), capture_output=True, text=True, cwd=repo, env=env,
         timeout=300,

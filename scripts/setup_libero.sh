@@ -89,7 +89,7 @@ SHARED_PINS=(
     packaging==25.0
     typing-extensions==4.16.0
 )
-# The light core every simulator interpreter needs (benchmarks.sim_step: numpy, msgpack, websockets, PyYAML,
+# The light core every simulator interpreter needs (evalwf.job.sim_step: numpy, msgpack, websockets, PyYAML,
 # jsonschema and their dependencies) plus pytest to run the simulator tests inside this venv. No Snakemake,
 # no Labtasker, no pandas.
 CORE_PINS=(numpy==2.3.5 msgpack==1.2.4 websockets==17.4 pyyaml==6.0.3 jsonschema==4.26.0 attrs==26.1.0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the light core's oldest environment: Python 3.10 with numpy 1.26 (RoboTwin's own environment pins both),
-# holding only the light core (what benchmarks.sim_step imports), offline from PyPI, idempotently.
+# holding only the light core (what evalwf.job.sim_step imports), offline from PyPI, idempotently.
 #
 #   scripts/setup_py310_env.sh            (make py310-env; make test depends on it)
 #

@@ -41,7 +41,7 @@ ROBOTWIN_BRANCH="${ROBOTWIN_BRANCH:-stable_2.0}"
 ROBOTWIN_REF="${ROBOTWIN_REF:-13c3c47}"
 TORCH_INDEX="${TORCH_INDEX:-https://download.pytorch.org/whl/cu121}"
 read -r -a TORCH_PINS <<<"${TORCH_PINS:-torch==2.4.1 torchvision==0.19.1}"
-# websockets 16.0: the newest with Python 3.10 wheels (the workflow pins 17.4; benchmarks.core.policy_client takes both)
+# websockets 16.0: the newest with Python 3.10 wheels (the workflow pins 17.4; evalwf.policy.client takes both)
 read -r -a CORE_PINS <<<"${CORE_PINS:-msgpack==1.2.4 websockets==16.0 pyyaml==6.0.3 jsonschema==4.26.0}"
 
 while [[ $# -gt 0 ]]; do

@@ -1,14 +1,14 @@
 """Snakemake executor plugin routing each job through a Labtasker queue to elastic GPU workers.
 
     snakemake --profile profiles/labtasker [--configfile ...]      # submit / resume a campaign
-    python -m benchmarks.runtime.worker --gpus 0,1                 # workers, on any machine, at any time
+    python -m evalwf.worker.main --gpus 0,1                 # workers, on any machine, at any time
 
 Each job becomes one Labtasker task whose id is derived from the job's identity (task_identity.py), so a
 resubmitted or restarted campaign finds its tasks instead of duplicating them (submission.py). One list
 query per polling round reports every active job (status_query.py); Ctrl-C cancels the campaign's queued
 tasks (cancellation.py), also through `| tee`, with closed descriptors and on SIGHUP (terminal.py). Without a
 configured URL an embedded Labtasker server is started on loopback
-(evalwf_contract/embedded_server.py). The labtasker client is imported lazily: this module must import even
+(evalwf.contract/embedded_server.py). The labtasker client is imported lazily: this module must import even
 where labtasker is broken or absent, or every snakemake call in the environment would fail.
 """
 
@@ -32,14 +32,14 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import CommonSettings, ExecutorSettingsBase
 
-from evalwf_contract import DEFAULT_QUEUE, DEFAULT_ROUTE, campaign_key
-from evalwf_contract.affinity import task_routes
-from evalwf_contract.allowed_files import code_file_refusal, written_by_tools
-from evalwf_contract.breaker import DEFAULT_MAX_FAILURES
-from evalwf_contract.embedded_server import EmbeddedServerError, EmbeddedServerKeeper, ensure_embedded_server
-from evalwf_contract.loopback import LOOPBACK_HOSTS, with_loopback_no_proxy
-from evalwf_contract.queue_endpoint import QueueEndpoint
-from evalwf_contract.tls import connection_problem
+from evalwf.contract import DEFAULT_QUEUE, DEFAULT_ROUTE, campaign_key
+from evalwf.contract.affinity import task_routes
+from evalwf.contract.allowed_files import code_file_refusal, written_by_tools
+from evalwf.contract.loopback import LOOPBACK_HOSTS, with_loopback_no_proxy
+from evalwf.queue.breaker import DEFAULT_MAX_FAILURES
+from evalwf.queue.embedded_server import EmbeddedServerError, EmbeddedServerKeeper, ensure_embedded_server
+from evalwf.queue.endpoint import QueueEndpoint
+from evalwf.queue.tls import connection_problem
 from snakemake_executor_plugin_labtasker.policy_breaker import PolicyStops, queued_of, stop_message, stop_queued_tasks
 from snakemake_executor_plugin_labtasker.progress import CampaignProgress, episodes_of
 from snakemake_executor_plugin_labtasker.scheduling import MODES as SCHEDULING_MODES
@@ -293,7 +293,7 @@ class Executor(RemoteExecutor):
     def worker_command(self) -> str:
         """The command that starts a worker for this submission's queue and route (workers of this machine find
         the embedded server themselves; a URL is theirs to know, with $LABTASKER_TOKEN)."""
-        return f"python -m benchmarks.runtime.worker --gpus 0 --queue {self.queue} --route {self.route}"
+        return f"python -m evalwf.worker.main --gpus 0 --queue {self.queue} --route {self.route}"
 
     def task_command(self, task_id: str) -> str:
         """`evalwf task <id>` as it works when pasted into the submitting shell: the evalwf beside this interpreter
@@ -374,7 +374,7 @@ class Executor(RemoteExecutor):
 
     def _code_refusal(self, spec: Any) -> str | None:
         """Why the workers would refuse this task's Snakefile or config files (the rule they apply:
-        evalwf_contract.allowed_files), with the two ways out; None when they take them."""
+        evalwf.contract.allowed_files), with the two ways out; None when they take them."""
         written = written_by_tools(self.workdir)
         named = [("Snakefile", spec.args["snakefile"])] + [("config file", p) for p in spec.args["configfiles"]]
         for what, path in named:
@@ -410,7 +410,7 @@ class Executor(RemoteExecutor):
                     spec,
                     priority=priority,
                     max_attempts=self.settings.max_attempts,
-                    routes=task_routes(self.route, spec.args),  # + its policy's affinity route (issue 15)
+                    routes=task_routes(self.route, spec.args),  # + its policy's affinity route
                     resuming=resuming,
                     started_at=self.started_at,
                 ),

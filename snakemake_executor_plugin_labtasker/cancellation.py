@@ -10,7 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from evalwf_contract import JOB_STEP_PROGRESS
+from evalwf.contract import JOB_STEP_PROGRESS
 from snakemake_executor_plugin_labtasker.status_query import MAX_IDS_PER_FILTER, _list_all
 
 

@@ -1,4 +1,4 @@
-"""The submitter's side of the per-policy circuit breaker (the state and its rules: evalwf_contract.breaker).
+"""The submitter's side of the per-policy circuit breaker (the state and its rules: evalwf.queue.breaker).
 
 A submission begins a new breaker generation (each `snakemake` run tries every policy afresh) and first names the
 policies that the previous one stopped. Every status round it looks for policies whose breaker the workers
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from evalwf_contract.breaker import (
+from evalwf.queue.breaker import (
     CIRCUIT_OPEN_ERROR,
     OpenRecord,
     begin_generation,

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalwf_contract import EPISODES_RESOURCE
+from evalwf.contract import EPISODES_RESOURCE
 
 RATE_WINDOW_S = 600.0  # episodes per minute (and so the time left) over the last 10 minutes
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalwf_contract import EXPECTED_COST_RESOURCE
+from evalwf.contract import EXPECTED_COST_RESOURCE
 
 MODES = ("longest-first", "fifo")
 UNBLOCKING_PRIORITY = 1_000_000_000  # above any batch's expected seconds

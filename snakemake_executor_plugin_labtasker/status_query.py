@@ -1,5 +1,5 @@
 """Status rounds whose cost does not grow with the campaign, and the failure report for a failed task (its cause
-first: evalwf_contract.failure)."""
+first: evalwf.contract.failure)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from evalwf_contract.failure import excerpt
+from evalwf.contract.failure import excerpt
 
 PAGE_LIMIT = 1000  # Labtasker's maximum page size
 # A filter is at most 8192 bytes; an id is 14 characters plus quoting and separators.

@@ -14,7 +14,7 @@ Outcomes for the deterministic task id (see task_identity.py):
                                       whose lease expired while its outputs were written (its completion report
                                       was lost in an outage) is requeued naming that run, for adoption: the
                                       worker that claims it checks the run's outputs and completes it without
-                                      evaluating it again (benchmarks/runtime/completion_record.py)
+                                      evaluating it again (evalwf/worker/completion_record.py)
 
 Snakemake hands the executor the jobs that became ready together (run_jobs); SubmitPool submits them from a few
 threads (one HTTP round trip each, latency-bound on the server's writes: 1400 tasks take seconds, not minutes),
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from evalwf_contract import ADOPT_RUN_METADATA
+from evalwf.contract import ADOPT_RUN_METADATA
 from snakemake_executor_plugin_labtasker.task_identity import TaskSpec
 
 # Clocks of the submitter and a remote server may differ by this much; a task finishing this close to the

@@ -9,7 +9,7 @@ wildcards and Snakemake's target-job entries, the config files (relative to the 
 attempt, the latency wait and the files the job step waits for (the submitting Snakemake's temp directory: they
 change between Snakemake invocations; submission.py reconciles that with the existing task), outputs, logs and
 the policy identity. The worker builds the job step's command line from its own allow-list and takes the policy
-command from the campaign's config files (benchmarks/runtime/job_payload.py). Snakemake's --config overrides
+command from the campaign's config files (evalwf/worker/job_payload.py). Snakemake's --config overrides
 cannot travel this way: such a submission is refused with a message saying to use a config file.
 
 The payload never holds a secret: the token is read from its file or the environment by the client only.
@@ -25,7 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalwf_contract import (
+from evalwf.contract import (
     PAYLOAD_KIND,
     PAYLOAD_VERSION,
     STARTUP_TIMEOUT_RESOURCE,

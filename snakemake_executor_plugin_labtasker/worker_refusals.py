@@ -1,6 +1,6 @@
 """What the workers on this submission's queue and route refuse of this campaign: a worker whose node checks failed
-for a benchmark (benchmarks/runtime/node_gate.py) hands that benchmark's tasks back uncharged and names the refusal
-in its registration (evalwf_contract.WORKER_REFUSING_KEY). The submitter reads the registrations at most every
+for a benchmark (evalwf/worker/node_gate.py) hands that benchmark's tasks back uncharged and names the refusal
+in its registration (evalwf.contract.WORKER_REFUSING_KEY). The submitter reads the registrations at most every
 POLL_S while tasks are active, warns once per new refusal (worker, benchmark, reason and fix) and names the
 refusing workers in its progress line, so that queued work that no worker takes is never a silent wait."""
 
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalwf_contract import WORKER_REFUSING_KEY
+from evalwf.contract import WORKER_REFUSING_KEY
 
 POLL_S = 10.0
 

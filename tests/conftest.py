@@ -101,8 +101,8 @@ def run_snakemake(
 def standin_server(*args: str) -> Iterator[str]:
     """A stand-in policy server started here, outside any worker (policy.url: an external policy); yields its URL
     once it answers the openpi handshake, terminates it on exit. `args`: extra server options (--noise 1.2)."""
-    from benchmarks.core.policy_client import check_endpoint
-    from evalwf_contract.loopback import free_port
+    from evalwf.contract.loopback import free_port
+    from evalwf.policy.client import check_endpoint
 
     port = free_port()
     process = subprocess.Popen(

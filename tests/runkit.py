@@ -12,12 +12,12 @@ from typing import Any
 
 from conftest import standin_config
 
-from benchmarks.core.adapter import get_adapter
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import validate_config
-from benchmarks.core.manifest import seal_manifest
-from benchmarks.core.results import build_batch_result, write_batch_result
-from benchmarks.core.rollout import episode_record
+from evalwf.benchmark.adapter import get_adapter
+from evalwf.benchmark.rollout import episode_record
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import validate_config
+from evalwf.plan.manifest import seal_manifest
+from evalwf.plan.results import build_batch_result, write_batch_result
 
 Outcome = Callable[[str, str, int], bool]  # (suite, task, episode index) -> success
 Extra = Callable[[str, str, int], dict[str, Any]]  # (suite, task, episode index) -> the record's extra fields
@@ -33,7 +33,7 @@ def fabricate_run(
     for path, plan in campaign.manifests().items():
         seal_manifest(adapter, plan.definition, plan.scope, plan.ref.task, path, campaign.config["manifest_cache"])
     for plan in campaign.tasks:
-        from benchmarks.core.manifest import load_manifest
+        from evalwf.plan.manifest import load_manifest
 
         manifest = load_manifest(plan.manifest_path, plan.manifest_hash)
         for batch in plan.batches:

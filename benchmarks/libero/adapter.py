@@ -18,12 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
-from benchmarks.core.errors import ConfigError, ManifestError
-from benchmarks.core.node_checks import CheckFailed, NodeCheck
-from benchmarks.core.rollout import chunked_rollout, episode_record
-from benchmarks.core.seeds import preserved_global_rng
-from benchmarks.core.video import save_episode_video
 from benchmarks.libero.suites import (
     ACTION_DIM,
     DUMMY_ACTION,
@@ -34,6 +28,12 @@ from benchmarks.libero.suites import (
     SUITES,
     effective_max_steps,
 )
+from evalwf.benchmark.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
+from evalwf.benchmark.node_checks import CheckFailed, NodeCheck
+from evalwf.benchmark.rollout import chunked_rollout, episode_record
+from evalwf.benchmark.seeds import preserved_global_rng
+from evalwf.benchmark.video import save_episode_video
+from evalwf.common.errors import ConfigError, ManifestError
 
 
 class SimulatorError(RuntimeError):
@@ -199,6 +199,12 @@ class LiberoAdapter(BenchmarkAdapter):
 
     def known_suites(self) -> dict[str, int]:
         return {name: suite.num_tasks for name, suite in SUITES.items()}
+
+    def protocol_deviations(self, section: dict[str, Any]) -> list[str]:
+        if section.get("max_steps") is None:
+            return []
+        limits = ", ".join(f"{suite} {effective_max_steps(suite, None)}" for suite in section.get("suites", {}))
+        return [f"LIBERO's horizon is cut to {section['max_steps']} steps (openpi allows {limits})"]
 
     def node_checks(self, bench_cfg: dict[str, Any]) -> list[NodeCheck]:
         """The simulator's packages and config, its scene assets, and one frame rendered through EGL."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from evalwf_contract.loopback import free_port
+from evalwf.contract.loopback import free_port
 
 
 class _RecordingPolicy:
@@ -106,14 +106,14 @@ def episode_bare_vs_harness(max_steps: int | None, rounds: int) -> dict[str, Any
     """One libero_spatial task 0 trial 0 episode through the harness (adapter + stand-in policy server over the
     websocket + the workflow's client), and the same episode (the same actions) on the bare simulator, both
     including env creation; alternated `rounds` times so that machine load and warm-up affect both alike."""
-    from benchmarks.core.adapter import BatchContext, TaskRef
-    from benchmarks.core.batches import EpisodeRange
-    from benchmarks.core.config import validate_section
-    from benchmarks.core.policy_client import PolicyClient
     from benchmarks.libero import env as libero_env
     from benchmarks.libero.adapter import ADAPTER
     from benchmarks.libero.init_states import load_init_states
     from benchmarks.libero.suites import DUMMY_ACTION
+    from evalwf.benchmark.adapter import BatchContext, TaskRef
+    from evalwf.benchmark.batches import EpisodeRange
+    from evalwf.plan.config import validate_section
+    from evalwf.policy.client import PolicyClient
 
     # the same validation (and schema defaults) as a campaign's section
     cfg = validate_section(

@@ -146,8 +146,8 @@ def close_env(env: Any) -> None:
 
 def package_versions() -> dict[str, str | None]:
     """The installed versions of what shapes LIBERO's episodes (None: not installed)."""
-    from benchmarks.core.package_versions import installed_versions
     from benchmarks.libero.suites import EPISODE_PACKAGES
+    from evalwf.common.package_versions import installed_versions
 
     return installed_versions(list(EPISODE_PACKAGES))
 

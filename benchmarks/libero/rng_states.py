@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.atomic import atomic_write_text
-from benchmarks.core.hashing import sha256_hex
-from benchmarks.core.seeds import preserved_global_rng
+from evalwf.benchmark.seeds import preserved_global_rng
+from evalwf.common.atomic import atomic_write_text
+from evalwf.common.hashing import sha256_hex
 
 CACHE_ENV = "LIBERO_RNG_CACHE_DIR"
 CACHE_FORMAT = "libero-rng-states-v1"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 LIBERO_VERSION = "hf-libero==0.1.4"
 # What shapes a LIBERO manifest (the RNG states its resets leave, the init states and scenes): recorded with the
-# interpreter's Python version in every manifest definition (benchmarks.core.environment).
+# interpreter's Python version in every manifest definition (evalwf.plan.environment).
 EPISODE_PACKAGES = ("hf-libero", "robosuite", "mujoco", "numpy")
 # The openpi examples/libero loop: seed once per task env, run trials in order, 10 wait steps, replan every 5.
 PROTOCOL = "openpi-sequential-v1"

@@ -1,5 +1,5 @@
-"""LIBERO rollout videos: the shared writer (benchmarks.core.video), kept importable under this name."""
+"""LIBERO rollout videos: the shared writer (evalwf.benchmark.video), kept importable under this name."""
 
-from benchmarks.core.video import FPS, MAX_FRAMES, MAX_SIDE, count_frames, should_record, write_video
+from evalwf.benchmark.video import FPS, MAX_FRAMES, MAX_SIDE, count_frames, should_record, write_video
 
 __all__ = ["FPS", "MAX_FRAMES", "MAX_SIDE", "count_frames", "should_record", "write_video"]

@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from benchmarks.core.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
-from benchmarks.core.errors import ConfigError, EnvironmentUnavailable
-from benchmarks.core.node_checks import NodeCheck
 from benchmarks.robotwin.checkout import RobotwinCheckout, checkout_identity, resolve_root, task_config_sha256
 from benchmarks.robotwin.evaluator import RECORD_SETUP_KEYS, step_limit_override
 from benchmarks.robotwin.tasks import (
@@ -25,6 +22,9 @@ from benchmarks.robotwin.tasks import (
     step_limit,
     suite_name,
 )
+from evalwf.benchmark.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
+from evalwf.benchmark.node_checks import NodeCheck
+from evalwf.common.errors import ConfigError, EnvironmentUnavailable
 
 PROTOCOL = "robotwin-stable_2.0/script/eval_policy.py"
 MAX_SEED_SCAN = 10000  # upstream scans forever; a task whose expert fails this often is broken

@@ -20,16 +20,16 @@ from typing import Any
 
 import yaml
 
-from benchmarks.core.errors import ConfigError, EnvironmentUnavailable
-from benchmarks.core.paths import PROJECT_ROOT
-from benchmarks.core.seeds import preserved_global_rng
+from evalwf.benchmark.seeds import preserved_global_rng
+from evalwf.common.errors import ConfigError, EnvironmentUnavailable
+from evalwf.common.paths import PROJECT_ROOT
 
 # Modules a checkout provides; purged from sys.modules when another checkout was imported before.
 _CHECKOUT_MODULES = ("envs", "generate_episode_instructions")
 
 
 def resolve_root(configured: str | None) -> Path | None:
-    """robotwin_root as configured: absolute, or relative to the project root (benchmarks.core.paths: the directory
+    """robotwin_root as configured: absolute, or relative to the project root (evalwf.common.paths: the directory
     holding the benchmarks package, where benchmarks/standin/robotwin_checkout is found in a checkout and a wheel)."""
     if not configured:
         return None

@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.node_checks import CheckFailed, NodeCheck, run_checks
 from benchmarks.robotwin.checkout import RobotwinCheckout, resolve_root
+from evalwf.benchmark.node_checks import CheckFailed, NodeCheck, run_checks
 
 SETUP = "rerun scripts/setup_robotwin.sh on this node (docs/robotwin.md, 'Setting up and checking a node')"
 PACKAGES_FIX = (

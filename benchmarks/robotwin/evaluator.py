@@ -19,9 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.adapter import BatchContext
-from benchmarks.core.errors import ManifestError
-from benchmarks.core.rollout import chunked_rollout, episode_record
 from benchmarks.robotwin import expert_state
 from benchmarks.robotwin.checkout import (
     RobotwinCheckout,
@@ -31,6 +28,9 @@ from benchmarks.robotwin.checkout import (
 )
 from benchmarks.robotwin.observation import PolicyMapping
 from benchmarks.robotwin.tasks import INSTRUCTION_TYPES, PLAY_ONCE_STATE, split_suite
+from evalwf.benchmark.adapter import BatchContext
+from evalwf.benchmark.rollout import chunked_rollout, episode_record
+from evalwf.common.errors import ManifestError
 
 RECORD_SETUP_KEYS = ("env_seed", *(f"instruction_{kind}" for kind in INSTRUCTION_TYPES))
 

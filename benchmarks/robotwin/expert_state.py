@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.errors import ManifestError
+from evalwf.common.errors import ManifestError
 
 _BUILTINS = {"builtins.bool": bool, "builtins.int": int, "builtins.float": float, "builtins.str": str}
 
@@ -84,7 +84,7 @@ def restore(env: Any, names: tuple[str, ...], state: dict[str, dict[str, Any]] |
     if missing:
         raise ManifestError(
             f"{where}: the manifest has no play_once state {', '.join(missing)} for this episode (check_success "
-            "reads it); the manifest predates issue 16's fix: rebuild it (its definition changed, so rerunning "
+            "reads it); an older manifest lacks it: rebuild it (its definition changed, so rerunning "
             "snakemake plans a new one)"
         )
     for name in names:

@@ -23,9 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.adapter import ManifestBody
-from benchmarks.core.errors import ManifestError
-from benchmarks.core.hashing import jsonable
 from benchmarks.robotwin import expert_state
 from benchmarks.robotwin.checkout import (
     RobotwinCheckout,
@@ -34,6 +31,9 @@ from benchmarks.robotwin.checkout import (
     simulator_rng_guard,
 )
 from benchmarks.robotwin.tasks import INSTRUCTION_TYPES, PLAY_ONCE_STATE
+from evalwf.benchmark.adapter import ManifestBody
+from evalwf.common.errors import ManifestError
+from evalwf.common.hashing import jsonable
 
 # Text of exceptions from torch, CUDA and Vulkan (SAPIEN's renderer) when the GPU, not the seed, is the problem.
 GPU_FAILURE_MARKERS = (

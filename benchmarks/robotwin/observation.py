@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.observations import lookup_path
+from evalwf.common.observations import lookup_path
 
 
 def lookup(observation: dict[str, Any], path: str) -> Any:

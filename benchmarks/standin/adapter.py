@@ -6,11 +6,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from benchmarks.core.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
-from benchmarks.core.errors import ConfigError
-from benchmarks.core.rollout import chunked_rollout, episode_record
-from benchmarks.core.video import save_episode_video
 from benchmarks.standin.sim import STATE_DIM, SUITES, StandinEpisode, episode_instruction, episode_seed
+from evalwf.benchmark.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
+from evalwf.benchmark.rollout import chunked_rollout, episode_record
+from evalwf.benchmark.video import save_episode_video
+from evalwf.common.errors import ConfigError
 
 
 class StandinAdapter(BenchmarkAdapter):
@@ -37,6 +37,9 @@ class StandinAdapter(BenchmarkAdapter):
 
     def known_suites(self) -> dict[str, int]:
         return {suite: len(tasks) for suite, tasks in SUITES.items()}
+
+    def protocol_deviations(self, section: dict[str, Any]) -> list[str]:
+        return ["the stand-in benchmark is a toy simulator (its rates test the machinery only)"]
 
     def task_instruction(self, task: str, manifest: dict[str, Any] | None) -> str:
         """Episodes vary the colour and the phrasing (sim.INSTRUCTION_TEMPLATES); the task is the verb."""

@@ -6,13 +6,13 @@ answered with a text frame holding the traceback. HTTP GET /healthz answers OK.
 
 Actions are a pure function of the observation: a proportional controller toward "observation/goal" when the
 observation has one (the stand-in simulator's), otherwise small hash-derived actions (real simulators). With
---stochastic the controller's noise is drawn instead from the request's own generator (benchmarks.core.
+--stochastic the controller's noise is drawn instead from the request's own generator (evalwf.policy.
 episode_identity.request_rng: the episode and step it belongs to), as a sampling policy draws it: the records stay
 the same under any batching.
 
 An emulated accelerator (--forward-ms F --item-ms I): one forward pass at a time, each costing F + I * batch size
 milliseconds (the shape measured for VLA models). With --max-batch N > 1 concurrent requests are answered in
-batches (benchmarks.core.policy_serving). --stats-file appends one JSON line per reply (server timing) for
+batches (evalwf.policy.serving). --stats-file appends one JSON line per reply (server timing) for
 scripts/bench_batching.py.
 """
 
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.episode_identity import EPISODE_KEY, request_rng
-from benchmarks.core.policy_serving import add_batching_options, serve_policy
+from evalwf.policy.episode_identity import EPISODE_KEY, request_rng
+from evalwf.policy.serving import add_batching_options, serve_policy
 
 
 class StandinPolicy:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.core.seeds import derive_seed, isolated_rng
+from evalwf.benchmark.seeds import derive_seed, isolated_rng
 
 SUITES: dict[str, tuple[str, ...]] = {
     "alpha": ("reach", "push", "stack", "slide"),

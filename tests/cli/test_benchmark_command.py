@@ -12,8 +12,8 @@ import yaml
 from conftest import REPO
 
 from benchmarks import registry
-from benchmarks.benchmark_info import main, section_defaults
-from benchmarks.core.config import config_schema
+from evalwf.cli.benchmark import main, section_defaults
+from evalwf.plan.config import config_schema
 
 LIBERO_PYTHON = REPO / ".venv-libero" / "bin" / "python"
 
@@ -63,7 +63,7 @@ def test_check_standin_runs_the_probe_in_the_workflows_interpreter(capsys):
     code, out, err = evalwf_benchmark(capsys, "check", "standin", "--configfile", str(REPO / "config" / "standin.yaml"))
     assert code == 0, err
     assert f"interpreter  OK   {sys.executable}" in out and "null: the workflow's own interpreter" in out
-    assert "standin: OK" in out and "benchmarks.sim_step and benchmarks.standin.adapter import" in out
+    assert "standin: OK" in out and "evalwf.job.sim_step and benchmarks.standin.adapter import" in out
 
 
 def test_check_names_a_missing_interpreter_and_the_fix(capsys, tmp_path):
@@ -90,7 +90,7 @@ def test_check_reports_an_interpreter_that_cannot_import_the_benchmark(capsys, t
         capsys, "check", "standin", "--configfile", str(REPO / "config" / "standin.yaml"), str(override)
     )
     assert code == 1
-    assert f"light core   FAIL {broken} cannot import benchmarks.sim_step and benchmarks.standin.adapter" in out
+    assert f"light core   FAIL {broken} cannot import evalwf.job.sim_step and benchmarks.standin.adapter" in out
     assert "No module named numpy" in out and "fix: that environment needs Python >= 3.10" in out
 
 

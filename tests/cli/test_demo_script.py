@@ -1,17 +1,14 @@
-"""scripts/demo.py (make demo, make demo-standin) without a queue: its own steps, with the processes faked."""
+"""evalwf demo (make demo, make demo-standin) without a queue: its own steps, with the processes faked."""
 
 from __future__ import annotations
 
-import importlib.util
-
 from conftest import REPO
+
+import evalwf.cli.demo
 
 
 def _demo_module():
-    spec = importlib.util.spec_from_file_location("demo_script", REPO / "scripts" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return evalwf.cli.demo
 
 
 def test_demo_standin_with_a_relative_config(monkeypatch, capsys):

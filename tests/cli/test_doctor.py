@@ -27,7 +27,7 @@ CRASHING_POLICY = (  # a server that dies loading its checkpoint
 
 def doctor(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.cli", "doctor", *argv],
+        [sys.executable, "-m", "evalwf.cli.main", "doctor", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -119,7 +119,7 @@ def test_a_broken_interpreter_is_named_and_the_checks_it_runs_are_not_pretended(
     config = write_config(tmp_path / "c.yaml", standin_config(tmp_path, standin={"python": str(broken)}))
     code, out = doctor("--configfile", str(config), "--no-policy")
     assert code == 1
-    assert f"light core   FAIL {broken} cannot import benchmarks.sim_step and benchmarks.standin.adapter" in out
+    assert f"light core   FAIL {broken} cannot import evalwf.job.sim_step and benchmarks.standin.adapter" in out
     assert "No module named numpy" in out and "fix: that environment needs Python >= 3.10" in out
 
 

@@ -59,7 +59,7 @@ def test_every_subcommand_has_help(command, expected):
 
 
 @pytest.mark.parametrize(
-    "module", ["benchmarks.status", "benchmarks.runtime.worker", "benchmarks.cli", "benchmarks.benchmark_info"]
+    "module", ["evalwf.report.status", "evalwf.worker.main", "evalwf.cli.main", "evalwf.cli.benchmark"]
 )
 def test_python_m_forms_still_work(module):
     completed = run(sys.executable, "-m", module, "--help")

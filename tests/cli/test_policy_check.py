@@ -10,10 +10,10 @@ import numpy as np
 import yaml
 from conftest import REPO, write_config
 
-from benchmarks.core.adapter import TaskRef, get_adapter
-from benchmarks.core.config import validate_config
-from benchmarks.policy_check import main
-from evalwf_contract.loopback import free_port
+from evalwf.benchmark.adapter import TaskRef, get_adapter
+from evalwf.cli.policy_check import main
+from evalwf.contract.loopback import free_port
+from evalwf.plan.config import validate_config
 
 STANDIN_SERVER = "{python} -m benchmarks.standin.policy_server --port {port}"
 
@@ -91,7 +91,7 @@ def test_sample_observations_match_what_a_batch_sends():
 def test_evalwf_policy_check_is_wired(tmp_path):
     configfile = config(tmp_path, {"command": STANDIN_SERVER + " --action-dim 7"}, "standin")
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.cli", "policy", "check", "--configfile", configfile, "--repeat", "1"],
+        [sys.executable, "-m", "evalwf.cli.main", "policy", "check", "--configfile", configfile, "--repeat", "1"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""benchmarks.policy_template serves an OpenVLA-style predict(image, instruction) policy in the openpi protocol."""
+"""evalwf.policy.template serves an OpenVLA-style predict(image, instruction) policy in the openpi protocol."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from conftest import REPO, write_config
 
-from benchmarks.core.policy_client import PolicyClient, PolicyServerError, check_endpoint
-from benchmarks.policy_check import main as policy_check
-from evalwf_contract.loopback import free_port
+from evalwf.cli.policy_check import main as policy_check
+from evalwf.contract.loopback import free_port
+from evalwf.policy.client import PolicyClient, PolicyServerError, check_endpoint
 
 MY_POLICY = '''
 import numpy as np
@@ -46,7 +46,7 @@ def policy_dir(tmp_path):
 def serve(policy_dir, *args: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.policy_template", "--port", str(port), "--policy", "my_vla:load", *args],
+        [sys.executable, "-m", "evalwf.policy.template", "--port", str(port), "--policy", "my_vla:load", *args],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": f"{policy_dir}{os.pathsep}{REPO}"},
     )
@@ -83,7 +83,7 @@ def test_libero_and_robotwin_formats_and_errors(policy_dir):
 
 
 def test_policy_check_passes_for_the_template_serving_libero(policy_dir, tmp_path, capsys):
-    command = "{python} -m benchmarks.policy_template --port {port} --policy my_vla:load"
+    command = "{python} -m evalwf.policy.template --port {port} --policy my_vla:load"
     config = {
         "run": "template",
         "results_dir": str(tmp_path / "results"),

@@ -8,8 +8,8 @@ import os
 import subprocess
 import sys
 
-from evalwf_contract.embedded_server import ensure_embedded_server, stop_embedded_server
-from evalwf_contract.failure import failure_text
+from evalwf.contract.failure import failure_text
+from evalwf.queue.embedded_server import ensure_embedded_server, stop_embedded_server
 
 
 def test_evalwf_task_finds_the_embedded_server_and_shows_state_attempts_error_and_logs(tmp_path):
@@ -32,7 +32,7 @@ def test_evalwf_task_finds_the_embedded_server_and_shows_state_attempts_error_an
         env = {k: v for k, v in os.environ.items() if k not in ("LABTASKER_URL", "LABTASKER_TOKEN", "LABTASKER_SOCKET")}
 
         def evalwf(*args):
-            command = [sys.executable, "-m", "benchmarks.cli", "task", *args]
+            command = [sys.executable, "-m", "evalwf.cli.main", "task", *args]
             return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
 
         shown = evalwf(task.id)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, standin_config
 
-from benchmarks.core.config import load_config, validate_config
-from benchmarks.core.errors import ConfigError
+from evalwf.common.errors import ConfigError
+from evalwf.plan.config import load_config, validate_config
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_invalid_config_names_the_key(valid, mutate, expected):
 
 
 def test_uneven_batches_are_allowed(valid):
-    from benchmarks.core.campaign import Campaign
+    from evalwf.plan.campaign import Campaign
 
     valid["benchmarks"]["standin"].update(episodes_per_task=5, batch_size=2)
     plan = Campaign(validate_config(valid)).tasks[0]
@@ -102,7 +102,7 @@ def test_policy_command_template_is_checked_before_any_job(command, message):
 
 
 def test_policy_command_with_escaped_braces_renders_literally():
-    from benchmarks.core.policy_spec import PolicySpec
+    from evalwf.policy.spec import PolicySpec
 
     config = standin_config(Path("/tmp"))
     config["policy"]["command"] = 'serve --port {port} --args {{"a": 1}} --home ${{HOME}}'
@@ -122,7 +122,7 @@ def test_yaml_syntax_error_and_missing_file_are_named(tmp_path):
 def test_gpu_placeholder_is_the_index_the_server_sees():
     """The worker runs the server under CUDA_VISIBLE_DEVICES=<its GPU>: there, `cuda:{gpu}` must be cuda:0 (the
     physical id 3 would name a device the server cannot see); {gpu_physical} keeps the id."""
-    from benchmarks.core.policy_spec import PolicySpec
+    from evalwf.policy.spec import PolicySpec
 
     config = standin_config(Path("/tmp"))
     config["policy"]["command"] = "serve --port {port} --device cuda:{gpu} --label {gpu_physical}"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, standin_config, standin_policy, two_benchmark_config, write_config
 
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import load_config, validate_config
-from benchmarks.core.errors import ConfigError
+from evalwf.common.errors import ConfigError
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import load_config, validate_config
 
 
 def files(tmp_path: Path, **documents: dict) -> list[Path]:
@@ -170,7 +170,8 @@ def test_section_policies_are_validated_like_the_top_level_ones(tmp_path, change
 
 
 def test_status_lists_each_policys_batches_of_its_own_benchmark(tmp_path):
-    from benchmarks import jobs, status
+    from evalwf.report import status
+    from evalwf.rules import jobs
 
     config = validate_config(two_benchmark_config(tmp_path))
     assert validate_config(config) == config, "the snapshot validates to itself"

@@ -16,15 +16,15 @@ import yaml
 from conftest import REPO, run_snakemake, write_config
 from lightenv import py310_python
 
-from benchmarks import sim_step
-from benchmarks.core import environment
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import validate_config
-from benchmarks.core.errors import ManifestError
-from benchmarks.core.manifest import seal_manifest
-from benchmarks.core.package_versions import installed_versions
 from benchmarks.robotwin.adapter import ADAPTER as ROBOTWIN
 from benchmarks.robotwin.checkout import checkout_identity
+from evalwf.common.errors import ManifestError
+from evalwf.common.package_versions import installed_versions
+from evalwf.job import sim_step
+from evalwf.plan import environment
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import validate_config
+from evalwf.plan.manifest import seal_manifest
 
 STANDIN_CHECKOUT = REPO / "benchmarks" / "standin" / "robotwin_checkout"
 
@@ -193,7 +193,7 @@ def test_the_simulator_step_refuses_a_manifest_of_another_environment(tmp_path):
     assert not (tmp_path / "m.json").exists()
     # A manifest sealed for that environment (by hand here) is refused by a batch in this one.
     seal_manifest(ROBOTWIN, definition, "demo_clean", "click_bell", tmp_path / "m.json")
-    from benchmarks.core.manifest import manifest_hash
+    from evalwf.plan.manifest import manifest_hash
 
     batch = {"kind": "batch", "run": "t", "benchmark": "robotwin", "suite": "demo_clean-unseen", "task": "click_bell",
              "episode_start": 0, "episode_count": 1, "section": section, "manifest_path": str(tmp_path / "m.json"),
@@ -212,7 +212,7 @@ def test_a_job_step_on_a_host_with_another_environment_names_what_differs(tmp_pa
 
     from conftest import SNAKEFILE
 
-    from benchmarks import jobs
+    from evalwf.rules import jobs
 
     def campaign_with(python: str | None) -> tuple[Campaign, Path]:
         config = robotwin_config(python=python, instruction_types=["unseen"], episodes_per_task=2, batch_size=2)
@@ -241,7 +241,7 @@ def test_a_job_step_on_a_host_with_another_environment_names_what_differs(tmp_pa
 
 
 def test_status_refuses_a_run_whose_environment_it_cannot_read(tmp_path):
-    from benchmarks import status
+    from evalwf.report import status
 
     run_dir = tmp_path / "results" / "robotwin-standin"
     run_dir.mkdir(parents=True)

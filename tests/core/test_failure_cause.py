@@ -1,4 +1,4 @@
-"""A failed job's cause travels as a structured record (evalwf_contract.failure), never parsed from a traceback:
+"""A failed job's cause travels as a structured record (evalwf.contract.failure), never parsed from a traceback:
 from a simulator step in the benchmark's own interpreter to the job body, from the job body to its worker, and from
 the task's error to what the submitter and `evalwf status` show first."""
 
@@ -8,13 +8,14 @@ import sys
 
 import pytest
 
-from benchmarks.core.interpreter import SimulatorEnvError, run_in_interpreter
-from benchmarks.jobs import logged_to
-from evalwf_contract.failure import CAUSE_FILE_ENV, excerpt, failure_text, read_cause
+from evalwf.common.errors import SimulatorEnvError
+from evalwf.contract.failure import CAUSE_FILE_ENV, excerpt, failure_text, read_cause
+from evalwf.job.interpreter import run_in_interpreter
+from evalwf.rules.jobs import logged_to
 
 
 def test_a_simulator_step_s_exception_becomes_the_job_s_first_words(tmp_path):
-    """The step runs in another interpreter (here a real `python -m benchmarks.sim_step` process); its exception
+    """The step runs in another interpreter (here a real `python -m evalwf.job.sim_step` process); its exception
     comes back as the cause (which the job body reports as its own: next test), not only "exit status 1"."""
     output = tmp_path / "step.log"
     with open(output, "w") as stream, pytest.raises(SimulatorEnvError) as raised:

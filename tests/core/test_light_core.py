@@ -25,10 +25,10 @@ def run_check(repo: Path) -> subprocess.CompletedProcess[str]:
 def test_the_light_core_is_what_the_simulator_side_imports():
     core = light_core_script().light_core(REPO)
     # the entry point, every registered adapter, what they import lazily, and their packages' __init__
-    for module in ("benchmarks.sim_step", "benchmarks.robotwin.adapter", "benchmarks.robotwin.manifest_builder",
-                   "benchmarks.libero.rng_states", "benchmarks.core.environment", "benchmarks.robotwin"):  # fmt: skip
+    for module in ("evalwf.job.sim_step", "benchmarks.robotwin.adapter", "benchmarks.robotwin.manifest_builder",
+                   "benchmarks.libero.rng_states", "evalwf.plan.environment", "benchmarks.robotwin"):  # fmt: skip
         assert module in core
-    for workflow_side in ("benchmarks.jobs", "benchmarks.core.campaign", "benchmarks.runtime.worker"):
+    for workflow_side in ("evalwf.rules.jobs", "evalwf.plan.campaign", "evalwf.worker.main"):
         assert workflow_side not in core
     listed = subprocess.run([sys.executable, str(SCRIPT), "--files"], capture_output=True, text=True, check=True)
     assert listed.stdout.split() == [str(path.relative_to(REPO)) for path in core.values()]
@@ -42,12 +42,13 @@ def test_the_light_core_passes_on_python_310_with_numpy_126():
 
 def test_3_11_only_modules_names_and_syntax_in_the_light_core_fail_the_check(tmp_path):
     copy = tmp_path / "checkout"
-    shutil.copytree(REPO / "benchmarks", copy / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("evalwf", "benchmarks"):
+        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
     registry = copy / "benchmarks" / "registry.py"
     text = registry.read_text()
     registry.write_text(text.replace("import yaml\n", "import yaml\nfrom importlib.resources.abc import Traversable\n"))
     line = text[: text.index("import yaml\n")].count("\n") + 2
-    seeds = copy / "benchmarks" / "core" / "seeds.py"
+    seeds = copy / "evalwf" / "benchmark" / "seeds.py"
     with seeds.open("a") as handle:  # inside a function: importing the module would not notice
         handle.write("\n\ndef _later():\n    import tomllib\n    import datetime\n\n    return tomllib, datetime.UTC\n")
     first = seeds.read_text().splitlines().index("    import tomllib") + 1
@@ -57,9 +58,9 @@ def test_3_11_only_modules_names_and_syntax_in_the_light_core_fail_the_check(tmp
     assert done.returncode == 1
     problems = done.stderr
     assert f"registry.py:{line}: importlib.resources.abc.Traversable does not exist on Python 3.10" in problems
-    assert "No module named 'importlib.resources.abc'" in problems and "benchmarks.sim_step" in problems
-    assert f"benchmarks/core/seeds.py:{first}: tomllib does not exist on Python 3.10" in problems
-    assert f"benchmarks/core/seeds.py:{first + 3}: datetime.UTC does not exist on Python 3.10" in problems
+    assert "No module named 'importlib.resources.abc'" in problems and "evalwf.job.sim_step" in problems
+    assert f"evalwf/benchmark/seeds.py:{first}: tomllib does not exist on Python 3.10" in problems
+    assert f"evalwf/benchmark/seeds.py:{first + 3}: datetime.UTC does not exist on Python 3.10" in problems
     assert "envs/click_bell.py" in problems and "Cannot use `except*` on Python 3.10" in problems
 
 

@@ -1,14 +1,14 @@
-"""Several policies in one campaign (issue 15): config checks, the plan per policy, and the affinity routes."""
+"""Several policies in one campaign: config checks, the plan per policy, and the affinity routes."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import standin_config
 
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import validate_config
-from benchmarks.core.errors import ConfigError
-from evalwf_contract.affinity import affinity_route, task_routes
+from evalwf.common.errors import ConfigError
+from evalwf.contract.affinity import affinity_route, task_routes
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import validate_config
 
 
 def several(tmp_path, names=("a", "b", "c"), **extra):
@@ -66,7 +66,8 @@ def test_affinity_routes_only_for_a_campaign_of_several_policies():
 
 
 def test_status_reads_the_snapshot_of_several_policies_and_lists_each_policys_batches(tmp_path):
-    from benchmarks import jobs, status
+    from evalwf.report import status
+    from evalwf.rules import jobs
 
     config = validate_config(several(tmp_path))
     run_dir = tmp_path / "results" / "t"

@@ -1,4 +1,4 @@
-"""Batched serving (benchmarks.core.policy_serving): concurrent requests of several connections reach one
+"""Batched serving (evalwf.policy.serving): concurrent requests of several connections reach one
 infer_batch call, every reply goes back to its own connection in order, and a failing request fails only itself."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.core.policy_client import PolicyClient, PolicyServerError
-from benchmarks.core.policy_serving import serve_policy
-from benchmarks.policy_template import PredictAdapter
-from evalwf_contract.loopback import free_port
+from evalwf.contract.loopback import free_port
+from evalwf.policy.client import PolicyClient, PolicyServerError
+from evalwf.policy.serving import serve_policy
+from evalwf.policy.template import PredictAdapter
 
 
 class RecordingPolicy:
@@ -187,7 +187,7 @@ def test_a_policy_without_predict_is_refused_with_the_contract():
 
 
 def test_the_worker_configures_the_server_batch_from_its_slots_unless_the_policy_sets_max_batch(tmp_path):
-    from benchmarks.core.policy_spec import PolicySpec
+    from evalwf.policy.spec import PolicySpec
 
     block = {"name": "p", "command": "serve --port {port} --max-batch {max_batch} --max-wait-ms {max_wait_ms}"}
     assert (
@@ -202,8 +202,8 @@ def test_the_worker_configures_the_server_batch_from_its_slots_unless_the_policy
 
 def test_openpi_client_talks_to_a_batched_standin_server(tmp_path):
     openpi = pytest.importorskip("openpi_client.websocket_client_policy")
-    from benchmarks.core.policy_spec import PolicySpec
-    from benchmarks.runtime.policy_server import GuardedPolicyServer
+    from evalwf.policy.spec import PolicySpec
+    from evalwf.worker.policy_server import GuardedPolicyServer
 
     stats = tmp_path / "stats.jsonl"
     command = f"{{python}} -m benchmarks.standin.policy_server --port {{port}} --stats-file {stats}"

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from benchmarks.core.adapter import get_adapter
-from benchmarks.core.batches import EpisodeRange
-from benchmarks.core.errors import ManifestError, ResultValidationError
-from benchmarks.core.manifest import load_manifest, manifest_hash, seal_manifest
-from benchmarks.core.results import BatchExpectation, build_batch_result, validate_batch_result, write_batch_result
-from benchmarks.core.rollout import episode_record
+from evalwf.benchmark.adapter import get_adapter
+from evalwf.benchmark.batches import EpisodeRange
+from evalwf.benchmark.rollout import episode_record
+from evalwf.common.errors import ManifestError, ResultValidationError
+from evalwf.plan.manifest import load_manifest, manifest_hash, seal_manifest
+from evalwf.plan.results import BatchExpectation, build_batch_result, validate_batch_result, write_batch_result
 
 DEFINITION = {
     "benchmark": "standin",

@@ -5,8 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from benchmarks.core.batches import EpisodeRange, plan_batches
-from benchmarks.core.seeds import derive_seed, isolated_rng, preserved_global_rng
+from evalwf.benchmark.batches import EpisodeRange, plan_batches
+from evalwf.benchmark.seeds import derive_seed, isolated_rng, preserved_global_rng
 
 
 def test_plan_batches_covers_every_episode_once():

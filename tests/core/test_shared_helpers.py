@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.core.hashing import jsonable
-from benchmarks.core.observations import lookup_path
-from benchmarks.core.video import save_episode_video
+from evalwf.benchmark.video import save_episode_video
+from evalwf.common.hashing import jsonable
+from evalwf.common.observations import lookup_path
 
 
 def test_jsonable_turns_numpy_into_plain_values():

@@ -14,8 +14,8 @@ import pytest
 from conftest import REPO, standin_config
 
 from benchmarks import registry
-from benchmarks.core import config as config_module
-from benchmarks.core.config import config_schema, validate_config
+from evalwf.plan import config as config_module
+from evalwf.plan.config import config_schema, validate_config
 
 # Code that reads validated config: the benchmark folders and the framework modules that fill or read sections.
 SCANNED = [
@@ -99,7 +99,7 @@ def test_no_default_in_code_for_a_schema_key(path):
 def test_every_benchmark_default_comes_from_its_schema(tmp_path):
     """Seeds per benchmark (LIBERO's community 7) and nested blocks (RoboTwin's observation mapping) are filled in
     by validation; the policy spec fills a worker's policy block from the schema too."""
-    from benchmarks.core.policy_spec import PolicySpec
+    from evalwf.policy.spec import PolicySpec
 
     section = config_module.validate_section(
         "libero", {"episodes_per_task": 2, "batch_size": 1, "suites": {"libero_goal": "all"}}
@@ -133,14 +133,11 @@ def test_registry_drives_schema_wildcard_and_adapters():
 
 
 def test_benchmark_names_appear_only_in_the_registry():
-    """No framework file (core, planning, jobs, workflow rules, config schema) names a benchmark: they all read the
+    """No framework file (evalwf's parts, the workflow rules, the schemas) names a benchmark: they all read the
     registry. Adapters say what differs about them (manifest GPUs, setup hints) as class attributes."""
     framework = [
-        *sorted((REPO / "benchmarks" / "core").glob("*.py")),
-        *sorted((REPO / "benchmarks" / "planning").glob("*.py")),
-        REPO / "benchmarks" / "jobs.py",
-        REPO / "benchmarks" / "sim_step.py",
-        REPO / "benchmarks" / "core" / "config.schema.yaml",
+        *sorted((REPO / "evalwf").rglob("*.py")),
+        *sorted((REPO / "evalwf").rglob("*.schema.yaml")),
         *sorted((REPO / "workflow" / "rules").glob("*.smk")),
     ]
     pattern = re.compile(r"""["'](standin|libero|robotwin)["']""")
@@ -175,7 +172,7 @@ def toy_benchmark(tmp_path, monkeypatch):
 
 
 def test_adding_a_benchmark_is_one_registry_entry(tmp_path, toy_benchmark):
-    from benchmarks.core.campaign import Campaign
+    from evalwf.plan.campaign import Campaign
 
     raw = standin_config(tmp_path)
     raw["benchmarks"] = {"toy": raw["benchmarks"]["standin"]}
@@ -189,7 +186,7 @@ def test_adding_a_benchmark_is_one_registry_entry(tmp_path, toy_benchmark):
 
 def test_the_standin_is_registered_in_one_place(tmp_path, monkeypatch):
     """Without its registry entry the stand-in is unknown everywhere: config schema, wildcard and adapter lookup."""
-    from benchmarks.core.adapter import get_adapter
+    from evalwf.benchmark.adapter import get_adapter
 
     monkeypatch.delitem(registry.BENCHMARKS, "standin")
     config_schema.cache_clear()

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from benchmarks.core.aggregate import wilson_interval
+from evalwf.report.aggregate import wilson_interval
 
 
 @pytest.mark.parametrize(
@@ -27,7 +27,7 @@ def test_wilson_interval_no_trials():
 
 
 def test_average_row_interval_only_when_suites_are_equal():
-    from benchmarks.core.aggregate import TaskTally, suite_table
+    from evalwf.report.aggregate import TaskTally, suite_table
 
     equal = suite_table(
         "standin", [TaskTally("alpha", "reach", 10, 7, 1, 1, 10), TaskTally("beta", "open", 10, 5, 1, 1, 10)]

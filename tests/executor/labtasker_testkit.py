@@ -34,7 +34,7 @@ DEAD_PROXY = {
 def start_url_server(root: Path, token: str, env: dict[str, str] | None = None, port: int | None = None) -> str:
     """A Labtasker server on a loopback port that requires `token`, as a shared server of a cluster is run (the
     embedded server listens on a Unix socket instead); stopped with stop_embedded_server(root)."""
-    from evalwf_contract.loopback import free_port, with_loopback_no_proxy
+    from evalwf.contract.loopback import free_port, with_loopback_no_proxy
 
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
@@ -92,7 +92,7 @@ def start_short_lease_server(
 
 @pytest.fixture(scope="session")
 def labtasker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from evalwf_contract.embedded_server import stop_embedded_server
+    from evalwf.queue.embedded_server import stop_embedded_server
 
     root = tmp_path_factory.mktemp("labtasker") / "server"
     token = secrets.token_urlsafe(32)
@@ -111,7 +111,7 @@ def labtasker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def embedded_client(workdir: Path, queue: str) -> Any:
     """A client of `queue` on the embedded server of `workdir`, found as every client finds it (its socket)."""
-    from evalwf_contract.embedded_server import answering_endpoint, embedded_root
+    from evalwf.queue.embedded_server import answering_endpoint, embedded_root
 
     endpoint = answering_endpoint(embedded_root(workdir, log=lambda _: None))
     assert endpoint is not None, f"no embedded server answers for {workdir}"
@@ -144,7 +144,7 @@ def all_tasks(client: object) -> list[object]:
 
 
 class Workers:
-    """Worker subprocesses started with `python -m benchmarks.runtime.worker`; all stopped at teardown.
+    """Worker subprocesses started with `python -m evalwf.worker.main`; all stopped at teardown.
 
     url: the Labtasker server the workers are given with --url (None where every worker is `embedded`)."""
 
@@ -172,7 +172,7 @@ class Workers:
         log_dir = self.base / name
         log_dir.mkdir(parents=True, exist_ok=True)
         argv = [
-            *(prefix or []), sys.executable, "-m", "benchmarks.runtime.worker",
+            *(prefix or []), sys.executable, "-m", "evalwf.worker.main",
             "--gpus", gpus, "--queue", self.queue,
             "--log-dir", str(log_dir), "--poll-max", "0.5", "--heartbeat", "5",
         ]  # fmt: skip

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from labtasker_testkit import all_tasks, client, labtasker_url, queue
 from test_submission import fake_job, spec_for, submit
 
-from evalwf_contract import campaign_key
+from evalwf.contract import campaign_key
 from snakemake_executor_plugin_labtasker import Executor
 from snakemake_executor_plugin_labtasker.cancellation import PARKED_ROUTE, cancel_tasks, park_pending
 from snakemake_executor_plugin_labtasker.policy_breaker import PolicyStops

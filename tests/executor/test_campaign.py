@@ -101,7 +101,7 @@ def test_two_workers_reproduce_the_local_profile_despite_a_dead_proxy(
 
 def test_killed_snakemake_rerun_reattaches_and_finishes_on_the_embedded_server(local_run, queue, workers, tmp_path):
     """No URL anywhere: the worker and snakemake share the embedded server of the workflow directory."""
-    from evalwf_contract.embedded_server import stop_embedded_server
+    from evalwf.queue.embedded_server import stop_embedded_server
 
     workdir = tmp_path / "wf"
     workdir.mkdir()

@@ -1,5 +1,5 @@
 """What a real campaign meets, reproduced with real processes: a real Labtasker server on loopback, real worker
-subprocesses, real `snakemake` runs and real signals (issue 9, "Also make these proofs part of the suite").
+subprocesses, real `snakemake` runs and real signals.
 
 Cases already proven elsewhere are not repeated here (README, "What happens when ..."):
 - worker SIGTERM mid-batch:
@@ -44,8 +44,8 @@ from labtasker_testkit import (
     workers,
 )
 
-from benchmarks.runtime.procfs import descendants
-from evalwf_contract.loopback import free_port
+from evalwf.contract.loopback import free_port
+from evalwf.worker.procfs import descendants
 
 pytestmark = pytest.mark.slow
 
@@ -159,7 +159,7 @@ def policy_server_pids(worker_pid: int) -> list[int]:
         pid
         for pid in descendants(worker_pid)
         if "benchmarks.standin.policy_server" in cmdline(pid)
-        and "benchmarks.runtime.guardian" not in cmdline(pid)
+        and "evalwf.worker.guardian" not in cmdline(pid)
         and not cmdline(pid).startswith("/bin/sh")
     ]
 
@@ -456,7 +456,7 @@ def test_worker_as_pid_1_of_its_own_pid_namespace_leaves_no_zombies(labtasker_ur
 def test_worker_as_pid_1_finds_the_embedded_server_of_its_workflow_directory(queue, tmp_path):
     """Found by its socket (derived from the workflow directory) and a health check: the server's PID is invisible
     in the worker's PID namespace, which made Labtasker's own status check call it unhealthy."""
-    from evalwf_contract.embedded_server import ensure_embedded_server, stop_embedded_server
+    from evalwf.queue.embedded_server import ensure_embedded_server, stop_embedded_server
 
     workdir, configfile = workdir_with(tmp_path, TWO_TASKS)
     environment = {k: v for k, v in os.environ.items() if k not in ("LABTASKER_URL", "LABTASKER_SOCKET")}

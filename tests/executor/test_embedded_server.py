@@ -30,7 +30,7 @@ from labtasker_testkit import (
     wait_for,
 )
 
-from evalwf_contract.embedded_server import (
+from evalwf.queue.embedded_server import (
     MAX_SOCKET_PATH,
     EmbeddedServerError,
     answering_endpoint,
@@ -223,7 +223,7 @@ def test_a_stranger_on_the_recorded_port_gets_nothing_from_the_worker_the_submit
         assert squatter.tokens() == [], "the submitter sent its token to a stranger"
         assert done.returncode == 0, done.stderr[-4000:]
 
-        status = [sys.executable, "-m", "benchmarks.status", str(workdir / "results" / "t"), "--queue", queue]
+        status = [sys.executable, "-m", "evalwf.report.status", str(workdir / "results" / "t"), "--queue", queue]
         shown = subprocess.run(status, cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
         assert squatter.tokens() == [], "status sent its token to a stranger"
         assert shown.returncode == 0 and "not reachable" not in shown.stderr, shown.stdout + shown.stderr

@@ -24,7 +24,7 @@ CAUSE = "ValueError: stand-in simulator needs actions of at least 4 values, got 
 
 def evalwf(*args: str, cwd) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "evalwf.cli.main", *args], cwd=cwd, capture_output=True, text=True, timeout=120
     )
 
 

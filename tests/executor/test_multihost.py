@@ -1,4 +1,4 @@
-"""The queue beyond one machine (issue 11), proven with network namespaces on this machine: the Labtasker server in
+"""The queue beyond one machine, proven with network namespaces on this machine: the Labtasker server in
 one namespace, two workers in another, the submitter in a third, joined by veth pairs to a bridge in the server's
 namespace, addresses from the benchmarking range 198.18.0.0/15 and no default route (traffic stays inside). The
 workflow directory is shared through the filesystem, as on a cluster.
@@ -124,7 +124,7 @@ def start(hosts: Hosts, namespace: str, argv: list[str], log: Path, env: dict[st
 
 def worker_argv(url: str, queue: str, workdir: Path, log_dir: Path) -> list[str]:
     return [
-        sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", "0", "--queue", queue, "--url", url,
+        sys.executable, "-m", "evalwf.worker.main", "--gpus", "0", "--queue", queue, "--url", url,
         "--allow-workflow", str(workdir), "--allow-workflow", str(REPO), "--log-dir", str(log_dir),
         "--poll-max", "1", "--heartbeat", "5",
     ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""A worker whose node cannot run a benchmark refuses its jobs (benchmarks/runtime/node_gate.py): it runs the node
+"""A worker whose node cannot run a benchmark refuses its jobs (evalwf/worker/node_gate.py): it runs the node
 checks once, hands every such task back uncharged without starting a job step, names the refusal on the queue (its
 registration), and the submitter warns with the reason and names it in its progress line; a worker whose node passes
 takes the same tasks and the campaign completes. Real Labtasker server, workers and snakemake."""
@@ -27,10 +27,10 @@ from labtasker_testkit import (
     workers,
 )
 
-from benchmarks.core.node_probe import check_benchmark
-from benchmarks.runtime import queue_client
-from benchmarks.runtime.node_gate import NodeGate, task_benchmarks
-from evalwf_contract import WORKER_REFUSING_KEY, campaign_key
+from evalwf.contract import WORKER_REFUSING_KEY, campaign_key
+from evalwf.job.node_probe import check_benchmark
+from evalwf.worker import queue_client
+from evalwf.worker.node_gate import NodeGate, task_benchmarks
 from snakemake_executor_plugin_labtasker.worker_refusals import WorkerRefusals
 
 BROKEN_PYTHON = "#!/bin/sh\necho 'ModuleNotFoundError: No module named numpy' >&2\nexit 1\n"

@@ -1,6 +1,6 @@
 """What the workers would refuse is refused by the submitter before it creates any task, with the fix: a config
 file or the Snakefile outside the workflow directories the workers allow, or where jobs, Snakemake or the queue
-write (one rule for both sides: evalwf_contract.allowed_files). A config outside the workflow directory used to be
+write (one rule for both sides: evalwf.contract.allowed_files). A config outside the workflow directory used to be
 submitted, then failed on the workers, every retry again."""
 
 # ruff: noqa: F401, F811  (pytest fixtures imported from labtasker_testkit are used as parameters)
@@ -10,8 +10,8 @@ import pytest
 from conftest import REPO, SNAKEFILE, run_snakemake, standin_config, write_config
 from labtasker_testkit import LABTASKER_PROFILE, all_tasks, client, labtasker_url, queue
 
-from benchmarks.runtime.job_payload import TaskRefused, validate_task
-from evalwf_contract.allowed_files import code_file_refusal, written_by_tools
+from evalwf.contract.allowed_files import code_file_refusal, written_by_tools
+from evalwf.worker.job_payload import TaskRefused, validate_task
 
 
 def test_a_config_outside_the_workflow_directory_is_refused_before_any_task_exists(

@@ -35,7 +35,7 @@ from labtasker_testkit import (
     workers,
 )
 
-from evalwf_contract.loopback import free_port
+from evalwf.contract.loopback import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def job_step_runs(workdir: Path) -> dict[str, int]:
 
 
 def test_killed_embedded_server_comes_back_on_its_socket_and_the_campaign_finishes(queue, workers, tmp_path):
-    from evalwf_contract.embedded_server import server_status, stop_embedded_server
+    from evalwf.queue.embedded_server import server_status, stop_embedded_server
 
     workdir = tmp_path / "wf"
     workdir.mkdir()
@@ -98,7 +98,7 @@ def test_killed_embedded_server_comes_back_on_its_socket_and_the_campaign_finish
 def test_worker_stops_promptly_while_its_server_is_unreachable(queue, workers, tmp_path):
     from labtasker import Client
 
-    from evalwf_contract.embedded_server import stop_embedded_server
+    from evalwf.queue.embedded_server import stop_embedded_server
 
     root = tmp_path / "server"
     token = {"LABTASKER_TOKEN": secrets.token_urlsafe(32)}  # a server given by URL: its token comes from the env
@@ -207,7 +207,7 @@ def test_sigterm_while_the_embedded_server_hangs_stops_the_worker_within_5_s_and
     """The server is stopped (SIGSTOP: it accepts and never answers) while a batch runs: a stopped worker hands back
     what it can for a few seconds and exits, whatever its requests to the server still wait for; it neither kills nor
     restarts the server."""
-    from evalwf_contract.embedded_server import server_status, stop_embedded_server
+    from evalwf.queue.embedded_server import server_status, stop_embedded_server
 
     workdir = tmp_path / "wf"
     workdir.mkdir()

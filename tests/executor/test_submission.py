@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import pytest
 from labtasker_testkit import all_tasks, client, labtasker_url, queue, start_short_lease_server, wait_for
 
-from benchmarks.core.policy_spec import PolicySpec
-from evalwf_contract import ADOPT_RUN_METADATA, campaign_key
-from evalwf_contract.loopback import free_port
+from evalwf.contract import ADOPT_RUN_METADATA, campaign_key
+from evalwf.contract.loopback import free_port
+from evalwf.policy.spec import PolicySpec
 from snakemake_executor_plugin_labtasker import Executor
 from snakemake_executor_plugin_labtasker.policy_breaker import PolicyStops
 from snakemake_executor_plugin_labtasker.progress import CampaignProgress
@@ -268,7 +268,7 @@ def test_plugin_imports_without_importing_labtasker():
 
 @pytest.mark.parametrize("fstype, network", [("nfs4", True), ("lustre", True), ("ext4", False)])
 def test_network_filesystems_are_detected(monkeypatch, tmp_path, fstype, network):
-    import evalwf_contract.embedded_server as local_server
+    import evalwf.queue.embedded_server as local_server
 
     workflow = tmp_path / "wf"
     workflow.mkdir()

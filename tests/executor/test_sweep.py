@@ -1,4 +1,4 @@
-"""Several policies in one campaign (issue 15): a stand-in campaign of three policies run by two workers through
+"""Several policies in one campaign: a stand-in campaign of three policies run by two workers through
 profiles/labtasker. Every batch is evaluated once, each policy's CSVs equal a local run of that policy alone,
 policy affinity keeps the loads per worker within the number of policies + 1 (the count without affinity is
 printed for comparison), and the comparison table across policies is written."""

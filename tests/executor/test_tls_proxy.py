@@ -16,7 +16,7 @@ from conftest import SNAKEFILE, run_snakemake, standin_config, write_config
 from labtasker_testkit import LABTASKER_PROFILE, REPO, Workers, all_tasks, client, labtasker_url, queue
 from tls_proxy import TlsProxy, tls_proxy
 
-from evalwf_contract.tls import CA_BUNDLE_ENV, ca_bundle_problem, connection_problem
+from evalwf.queue.tls import CA_BUNDLE_ENV, ca_bundle_problem, connection_problem
 
 
 def without_ca(**extra: str) -> dict[str, str]:
@@ -26,14 +26,14 @@ def without_ca(**extra: str) -> dict[str, str]:
 
 
 def run_worker(url: str, queue: str, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", "0", "--url", url, "--queue", queue,
+    command = [sys.executable, "-m", "evalwf.worker.main", "--gpus", "0", "--url", url, "--queue", queue,
                "--allow-workflow", str(tmp_path), "--log-dir", str(tmp_path / "worker"),
                "--idle-timeout", "1"]  # fmt: skip
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
 def status(run_dir: Path, workdir: Path, url: str, queue: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "benchmarks.cli", "status", str(run_dir), "--workdir", str(workdir),
+    command = [sys.executable, "-m", "evalwf.cli.main", "status", str(run_dir), "--workdir", str(workdir),
                "--url", url, "--queue", queue]  # fmt: skip
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 

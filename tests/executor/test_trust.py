@@ -27,16 +27,16 @@ from labtasker_testkit import (
     workers,
 )
 
-from benchmarks.core.config import load_config
-from benchmarks.core.policy_spec import PolicySpec
-from benchmarks.runtime.job_payload import (
+from evalwf.contract import PAYLOAD_VERSION, campaign_key
+from evalwf.plan.config import load_config
+from evalwf.policy.spec import PolicySpec
+from evalwf.worker.job_payload import (
     FIXED_JOB_STEP_OPTIONS,
     NotForThisWorker,
     TaskRefused,
     payload_campaign,
     validate_task,
 )
-from evalwf_contract import PAYLOAD_VERSION, campaign_key
 from snakemake_executor_plugin_labtasker.task_identity import job_step_fields
 
 PWNED = "/tmp/evalwf-trust-pwned"
@@ -83,7 +83,7 @@ def allowed(workdir: Path) -> list[str]:
 
 def manifest_job(workdir: Path, run: str = "t", **overrides) -> dict:
     """A payload for the manifest job of task alpha/reach of the stand-in campaign in `workdir`, as of `run`."""
-    from benchmarks.core.campaign import Campaign
+    from evalwf.plan.campaign import Campaign
 
     payload(workdir)  # writes campaign.yaml
     plan = Campaign(load_config(workdir / "campaign.yaml")).task_plan("standin", "alpha", "reach")
@@ -253,7 +253,7 @@ def test_a_task_carries_the_policy_its_config_assigns_to_its_benchmark(tmp_path)
     """A campaign whose benchmarks each have their own policy: the worker starts the policy of the task's
     benchmark, and refuses a task whose identity is a policy of the campaign that does not evaluate that benchmark
     (it would evaluate RoboTwin with the stand-in's policy)."""
-    from benchmarks.core.campaign import Campaign
+    from evalwf.plan.campaign import Campaign
 
     write_config(tmp_path / "campaign.yaml", two_benchmark_config(tmp_path))
     campaign = Campaign(load_config(tmp_path / "campaign.yaml"))
@@ -460,7 +460,7 @@ def test_a_worker_without_the_right_token_is_refused(labtasker_url, queue, worke
     process.kill()
     process.wait()
     argv = [
-        sys.executable, "-m", "benchmarks.runtime.worker", "--gpus", "0", "--queue", queue, "--url", labtasker_url,
+        sys.executable, "-m", "evalwf.worker.main", "--gpus", "0", "--queue", queue, "--url", labtasker_url,
         "--allow-workflow", str(workdir), "--log-dir", str(log_dir),
     ]  # fmt: skip
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)

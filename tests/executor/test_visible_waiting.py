@@ -1,7 +1,7 @@
-"""Visible waiting (issue 12, item 4), with a real Labtasker server, real workers and real snakemake runs: the
+"""Visible waiting, with a real Labtasker server, real workers and real snakemake runs: the
 submitter warns when nothing is claimed and no worker is registered, its progress line shows manifest jobs and
 counts a retried batch once, and a worker shows a loading policy server (or an external policy) in its log,
-its status.json and `python -m benchmarks.status`."""
+its status.json and `python -m evalwf.report.status`."""
 
 # ruff: noqa: F401, F811  (pytest fixtures imported from labtasker_testkit are used as parameters)
 from __future__ import annotations
@@ -44,7 +44,7 @@ def submit(workdir: Path, configfile: Path, url: str, queue: str, log: Path, *ex
 
 def status_command(workdir: Path) -> str:
     shown = subprocess.run(
-        [sys.executable, "-m", "benchmarks.status", "results/t", "--workdir", str(workdir)],
+        [sys.executable, "-m", "evalwf.report.status", "results/t", "--workdir", str(workdir)],
         cwd=workdir,
         capture_output=True,
         text=True,
@@ -83,7 +83,7 @@ def test_no_worker_warning_manifest_progress_and_a_retry_counted_once(labtasker_
     log = tmp_path / "submit.log"
     submitter = submit(workdir, configfile, labtasker_url, queue, log, "--labtasker-no-worker-warning-s", "3")
     try:
-        command = f"python -m benchmarks.runtime.worker --gpus 0 --queue {queue} --route default"
+        command = f"python -m evalwf.worker.main --gpus 0 --queue {queue} --route default"
         warning = wait_for(
             lambda: next((line for line in log.read_text().splitlines() if "no worker is registered" in line), ""),
             120,

@@ -22,7 +22,7 @@ from labtasker_testkit import (
     workers,
 )
 
-from benchmarks.runtime.procfs import descendants
+from evalwf.worker.procfs import descendants
 
 pytestmark = pytest.mark.slow
 

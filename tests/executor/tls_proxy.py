@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from labtasker_testkit import REPO
 
-from evalwf_contract.loopback import free_port
+from evalwf.contract.loopback import free_port
 
 SITE_CONF = REPO / "scripts" / "nginx" / "labtasker.conf"
 # what the shipped file holds on its EDIT lines -> what the test puts there

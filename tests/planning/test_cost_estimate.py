@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from conftest import REPO, standin_config
 
-from benchmarks.core.adapter import TaskRef
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import load_config, validate_config
-from benchmarks.planning.cost import (
+from evalwf.benchmark.adapter import TaskRef
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import load_config, validate_config
+from evalwf.plan.cost import (
     ASSUMED,
     CALIBRATED,
     MEASURED,
@@ -19,7 +19,7 @@ from benchmarks.planning.cost import (
     list_schedule_span,
     span_lower_bound,
 )
-from benchmarks.planning.table import build_plan
+from evalwf.plan.table import build_plan
 
 
 def small_campaign(tmp_path) -> Campaign:

@@ -11,11 +11,11 @@ from pathlib import Path
 from conftest import REPO, job_counts, run_snakemake, standin_config, write_config
 from runkit import fabricate_run
 
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import load_config, validate_config
 from benchmarks.libero.suites import SUITES
-from benchmarks.planning.table import build_plan, to_json
 from benchmarks.robotwin.tasks import STEP_LIMITS
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import load_config, validate_config
+from evalwf.plan.table import build_plan, to_json
 
 EVALWF = Path(sys.executable).with_name("evalwf")
 

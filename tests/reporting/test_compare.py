@@ -10,9 +10,9 @@ import pytest
 from conftest import REPO
 from runkit import fabricate_run
 
-from benchmarks import compare
-from benchmarks.core.aggregate import summarize_benchmark
-from benchmarks.jobs import record_campaign
+from evalwf.report import compare
+from evalwf.report.aggregate import summarize_benchmark
+from evalwf.rules.jobs import record_campaign
 
 
 def test_newcombe_interval_matches_the_published_example():
@@ -91,7 +91,7 @@ def test_compare_refuses_an_unfinished_run(tmp_path):
     run_a = finished_run(tmp_path, "ckpt-a", RUN_A)
     partial = fabricate_run(tmp_path / "p", lambda s, t, i: True, standin=SECTION, run="p", skip={"push/0025-25"})
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.compare", str(run_a), str(partial.root)],
+        [sys.executable, "-m", "evalwf.report.compare", str(run_a), str(partial.root)],
         capture_output=True,
         text=True,
         cwd=REPO,

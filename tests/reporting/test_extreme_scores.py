@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from runkit import fabricate_run
 
-from benchmarks.core.aggregate import summarize_benchmark
+from evalwf.report.aggregate import summarize_benchmark
 
 
 def test_summary_and_plot_of_zero_and_full_scores(tmp_path):

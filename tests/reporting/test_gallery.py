@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO, run_snakemake, standin_config, write_config
 
-from benchmarks.core.gallery import GALLERY_PER_TASK
+from evalwf.report.gallery import GALLERY_PER_TASK
 
 pytestmark = pytest.mark.slow
 

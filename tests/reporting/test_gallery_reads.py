@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from runkit import fabricate_run
 
-from benchmarks.core.aggregate import summarize_benchmark
-from benchmarks.core.video import write_video
+from evalwf.benchmark.video import write_video
+from evalwf.report.aggregate import summarize_benchmark
 
 # reach always succeeds, push always fails, open fails its odd episodes
 OUTCOMES = {"reach": lambda i: True, "push": lambda i: False, "open": lambda i: i % 2 == 0}

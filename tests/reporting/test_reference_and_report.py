@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from conftest import REPO, run_snakemake, standin_config, write_config
 
-from benchmarks.core.aggregate import TaskTally
-from benchmarks.core.reference import compare_with_reference
+from evalwf.report.aggregate import TaskTally
+from evalwf.report.reference import compare_with_reference
 
 
 def test_reference_comparison_in_percentage_points():

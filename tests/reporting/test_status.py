@@ -11,8 +11,8 @@ import pytest
 from conftest import REPO, run_snakemake, standin_config, write_config
 from executor.labtasker_testkit import client, labtasker_url, queue
 
-from benchmarks import status
-from evalwf_contract import campaign_key
+from evalwf.contract import campaign_key
+from evalwf.report import status
 from snakemake_executor_plugin_labtasker.task_identity import short_id
 
 
@@ -89,7 +89,7 @@ def test_status_without_queue_reads_result_files(tmp_path, capsys):
     config = standin_config(tmp_path, standin={"suites": {"alpha": ["reach"]}, "episodes_per_task": 2, "batch_size": 1})
     run_dir = tmp_path / "results" / "t"
     run_dir.mkdir(parents=True)
-    from benchmarks.jobs import record_campaign
+    from evalwf.rules.jobs import record_campaign
 
     record_campaign(config, str(run_dir / "campaign.yaml"))
     assert status.main([str(run_dir), "--workdir", str(tmp_path)]) == status.EXIT_INCOMPLETE

@@ -13,8 +13,8 @@ import pytest
 from conftest import REPO
 from runkit import fabricate_run
 
-from benchmarks import status
-from benchmarks.jobs import record_campaign
+from evalwf.report import status
+from evalwf.rules.jobs import record_campaign
 
 SECTION = {"suites": {"alpha": ["reach"], "beta": ["open"]}, "episodes_per_task": 4, "batch_size": 2}
 
@@ -130,7 +130,7 @@ def test_workers_from_status_files(tmp_path, capsys):
 def test_exit_status_of_the_command_line(tmp_path, skip, code):
     campaign = finished(tmp_path, skip=skip)
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.status", str(campaign.root), "--workdir", str(tmp_path)],
+        [sys.executable, "-m", "evalwf.report.status", str(campaign.root), "--workdir", str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=REPO,

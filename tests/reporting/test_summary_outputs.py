@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from runkit import fabricate_run
 
-from benchmarks.core.adapter import get_adapter
-from benchmarks.core.aggregate import IncompleteRunError, summarize_benchmark, wilson_interval
-from benchmarks.core.plots import ROW_INCHES, bar_label, panel_title, plot_task_success
-from benchmarks.core.tables import format_latex, latex_escape
+from evalwf.benchmark.adapter import get_adapter
+from evalwf.report.aggregate import IncompleteRunError, summarize_benchmark, wilson_interval
+from evalwf.report.plots import ROW_INCHES, bar_label, panel_title, plot_task_success
+from evalwf.report.tables import format_latex, latex_escape
 
 # reach 50/50, push 0/50, open 20/50 (the even episodes below 40)
 OUTCOMES = {"reach": lambda i: True, "push": lambda i: False, "open": lambda i: i < 40 and i % 2 == 0}
@@ -72,7 +72,7 @@ def test_libero_task_instruction_comes_from_the_manifest():
 
 
 def test_partial_run_is_refused_and_points_to_a_command_that_exists(tmp_path):
-    from benchmarks.cli import DELEGATED
+    from evalwf.cli.main import DELEGATED
 
     section = {"episodes_per_task": 4, "batch_size": 2}
     campaign = fabricate_run(tmp_path, lambda suite, task, index: True, standin=section, skip={"push/0002-2"})

@@ -6,11 +6,11 @@ import numpy as np
 from conftest import standin_config
 from runkit import fabricate_run  # noqa: F401  (puts tests/ on the path like the other reporting tests)
 
-from benchmarks.core.adapter import BatchContext, TaskRef, get_adapter
-from benchmarks.core.batches import EpisodeRange
-from benchmarks.core.config import validate_config
-from benchmarks.core.manifest import seal_manifest
-from benchmarks.core.video import MAX_FRAMES, count_frames, write_video
+from evalwf.benchmark.adapter import BatchContext, TaskRef, get_adapter
+from evalwf.benchmark.batches import EpisodeRange
+from evalwf.benchmark.video import MAX_FRAMES, count_frames, write_video
+from evalwf.plan.config import validate_config
+from evalwf.plan.manifest import seal_manifest
 
 
 def test_writer_bounds_frames_and_size(tmp_path):

@@ -1,4 +1,4 @@
-"""The workers table of `python -m benchmarks.status`: what each worker's policy server is doing, from the
+"""The workers table of `python -m evalwf.report.status`: what each worker's policy server is doing, from the
 status.json the worker writes (the real-worker versions: tests/executor/test_visible_waiting.py)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 
-from benchmarks import status
-from benchmarks.core.policy_spec import EXTERNAL_ENDPOINT, PolicySpec
-from benchmarks.runtime.policy_server import GuardedPolicyServer
-from benchmarks.runtime.shared_server import SharedPolicyServer
+from evalwf.policy.spec import EXTERNAL_ENDPOINT, PolicySpec
+from evalwf.report import status
+from evalwf.worker.policy_server import GuardedPolicyServer
+from evalwf.worker.shared_server import SharedPolicyServer
 
 
 def write_workers(workdir, bodies):

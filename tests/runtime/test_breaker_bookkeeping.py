@@ -1,5 +1,5 @@
-"""The per-policy circuit breaker's bookkeeping (evalwf_contract.breaker) and the worker's use of it
-(benchmarks.runtime.policy_breaker) with real policy server processes; the whole path through real workers and
+"""The per-policy circuit breaker's bookkeeping (evalwf.queue.breaker) and the worker's use of it
+(evalwf.worker.policy_breaker) with real policy server processes; the whole path through real workers and
 snakemake is tests/executor/test_policy_breaker.py."""
 
 from __future__ import annotations
@@ -13,19 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.core.policy_client import PolicyServerError
-from benchmarks.core.policy_spec import PolicySpec
-from benchmarks.runtime.job_payload import JobStep
-from benchmarks.runtime.policy_breaker import (
-    PolicyCircuitOpen,
-    WorkerBreakers,
-    failure_cause,
-    launch_digest,
-    signature,
-)
-from benchmarks.runtime.policy_server import GuardedPolicyServer
-from benchmarks.runtime.shared_server import SharedPolicyServer, Stopping
-from evalwf_contract.breaker import (
+from evalwf.policy.client import PolicyServerError
+from evalwf.policy.spec import PolicySpec
+from evalwf.queue.breaker import (
     ABANDONED_AFTER_S,
     DEFAULT_MAX_FAILURES,
     CircuitOpen,
@@ -37,6 +27,16 @@ from evalwf_contract.breaker import (
     current_generation,
     open_policies,
 )
+from evalwf.worker.job_payload import JobStep
+from evalwf.worker.policy_breaker import (
+    PolicyCircuitOpen,
+    WorkerBreakers,
+    failure_cause,
+    launch_digest,
+    signature,
+)
+from evalwf.worker.policy_server import GuardedPolicyServer
+from evalwf.worker.shared_server import SharedPolicyServer, Stopping
 
 HOLDER = Holder.this_process("w0")
 

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from benchmarks.runtime.completion_record import lost_run, recorded_result, write_record
-from evalwf_contract import ADOPT_RUN_METADATA
+from evalwf.contract import ADOPT_RUN_METADATA
+from evalwf.worker.completion_record import lost_run, recorded_result, write_record
 
 
 def task(error_type: str | None = None, run_id: str = "r_lost", metadata: dict | None = None) -> SimpleNamespace:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.runtime.procfs import descendants
-from benchmarks.runtime.worker import TaskRefused, validate_task
+from evalwf.worker.main import TaskRefused, validate_task
+from evalwf.worker.procfs import descendants
 
 OWNER = textwrap.dedent(
     """
     import sys, time
-    from benchmarks.runtime.processes import GuardedProcess
+    from evalwf.worker.processes import GuardedProcess
     # a command with a child of its own and a daemonised grandchild that leaves the process group
     script = "sleep 300 & setsid sleep 301 & sleep 302"
     guarded = GuardedProcess(["/bin/sh", "-c", script])
@@ -60,9 +60,9 @@ def _args(workdir: Path, **overrides) -> dict:
     attacks)."""
     from conftest import SNAKEFILE, standin_config, write_config
 
-    from benchmarks.core.config import load_config
-    from benchmarks.core.policy_spec import PolicySpec
-    from evalwf_contract import PAYLOAD_VERSION, campaign_key
+    from evalwf.contract import PAYLOAD_VERSION, campaign_key
+    from evalwf.plan.config import load_config
+    from evalwf.policy.spec import PolicySpec
 
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(workdir / "campaign.yaml", standin_config(workdir))
@@ -130,7 +130,7 @@ def test_worker_refuses_a_workflow_directory_that_is_not_allowed(tmp_path):
 def test_cpu_render_threads_split_the_cores_between_job_slots(monkeypatch):
     import os
 
-    from benchmarks.runtime import gpu_worker as worker
+    from evalwf.worker import gpu_worker as worker
 
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     monkeypatch.setattr(os.path, "exists", lambda path: False)  # no NVIDIA driver

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from benchmarks.core.policy_client import PolicyServerError
-from benchmarks.core.policy_spec import PolicySpec
-from benchmarks.runtime import policy_server as policy_server_module
-from benchmarks.runtime.policy_server import GuardedPolicyServer
-from benchmarks.runtime.procfs import descendants
+from evalwf.policy.client import PolicyServerError
+from evalwf.policy.spec import PolicySpec
+from evalwf.worker import policy_server as policy_server_module
+from evalwf.worker.policy_server import GuardedPolicyServer
+from evalwf.worker.procfs import descendants
 
 
 def spec(command: str, timeout: float = 30) -> PolicySpec:
@@ -97,7 +97,7 @@ def _listening_after_start(real):
 def test_server_is_reused_while_alive_and_restarted_after_it_dies(tmp_path):
     import signal
 
-    from benchmarks.core.policy_client import PolicyClient
+    from evalwf.policy.client import PolicyClient
 
     standin = spec("{python} -m benchmarks.standin.policy_server --port {port}")
     with GuardedPolicyServer(log_dir=tmp_path) as server:

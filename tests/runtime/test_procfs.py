@@ -10,11 +10,11 @@ import time
 
 from conftest import REPO
 
-from benchmarks.runtime.procfs import children_of, descendants, listening_pids
+from evalwf.worker.procfs import children_of, descendants, listening_pids
 
 
 def test_procfs_reads_no_proc_files_itself():
-    source = (REPO / "benchmarks" / "runtime" / "procfs.py").read_text()
+    source = (REPO / "evalwf" / "worker" / "procfs.py").read_text()
     assert '"/proc' not in source and 'f"/proc' not in source and "listdir" not in source
 
 

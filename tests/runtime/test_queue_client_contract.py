@@ -1,4 +1,4 @@
-"""The worker calls Labtasker's private run-protocol methods (benchmarks/runtime/queue_client.py): pin their
+"""The worker calls Labtasker's private run-protocol methods (evalwf/worker/queue_client.py): pin their
 signatures, so that a Labtasker upgrade that changes them fails here instead of in every worker."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import inspect
 import labtasker
 import pytest
 
-from benchmarks.runtime import queue_client
+from evalwf.worker import queue_client
 
 EXPECTED = {
     "_claim": {"route", "run_id"},

@@ -1,4 +1,4 @@
-"""Warm job steps (benchmarks/runtime/warm_step.py): a spare guardian with Snakemake imported runs a job step that
+"""Warm job steps (evalwf/worker/warm_step.py): a spare guardian with Snakemake imported runs a job step that
 behaves like `python -m snakemake ARGS` (outputs, log, exit status, cwd, environment), dies with its owner, and
 falls back to a fresh interpreter where reusing the imports could differ."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.runtime import warm_step
-from benchmarks.runtime.job_payload import FIXED_JOB_STEP_OPTIONS
-from benchmarks.runtime.processes import GuardedProcess
-from benchmarks.runtime.warm_step import SpareStep, cold_reason
+from evalwf.worker import warm_step
+from evalwf.worker.job_payload import FIXED_JOB_STEP_OPTIONS
+from evalwf.worker.processes import GuardedProcess
+from evalwf.worker.warm_step import SpareStep, cold_reason
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +52,7 @@ RULES = {"report.txt": "report", "broken.txt": "broken", "slept.txt": "sleeper"}
 
 
 def _args(workflow: Path, target: str) -> list[str]:
-    """A remote job step's options, as a worker builds them (benchmarks/runtime/job_payload.py)."""
+    """A remote job step's options, as a worker builds them (evalwf/worker/job_payload.py)."""
     rule = RULES[target]
     return [
         *("--snakefile", str(workflow / "Snakefile"), "--target-jobs", f"{rule}:", "--allowed-rules", rule),
@@ -83,7 +83,7 @@ def test_a_warm_step_is_a_snakemake_run_in_the_given_directory_and_environment(w
     probe, cwd, cmdline = (workflow / "report.txt").read_text().split("|")
     assert probe == "from-the-task"  # the task's environment, not the spare's
     assert cwd == str(workflow)
-    assert "benchmarks.runtime.warm_step" in cmdline  # it did run in the pre-imported process
+    assert "evalwf.worker.warm_step" in cmdline  # it did run in the pre-imported process
     assert "1 of 1 steps (100%) done" in step.log_tail()  # Snakemake's own log lines go to the step's log
     assert "running cold" not in step.log_tail()
 
@@ -159,9 +159,9 @@ def test_cold_when_a_preloaded_module_changed(tmp_path: Path) -> None:
 
 
 def test_cold_when_the_step_would_import_another_checkout(tmp_path: Path, workflow: Path) -> None:
-    """A spare started in the repository imported its `benchmarks`; a job step of another directory would import
+    """A spare started in the repository imported its `evalwf`; a job step of another directory would import
     that directory's copy when cold, so it runs cold (and still succeeds)."""
-    jobs = REPO / "benchmarks" / "jobs.py"
+    jobs = REPO / "evalwf" / "rules" / "jobs.py"
     preloaded = warm_step._Preloaded(cwd=str(REPO), stamps={str(jobs): jobs.stat().st_mtime_ns})
     assert "imported from" in (cold_reason(preloaded, str(tmp_path)) or "")
     assert cold_reason(preloaded, str(REPO)) is None
@@ -175,7 +175,7 @@ def test_cold_when_the_step_would_import_another_checkout(tmp_path: Path, workfl
 
 
 def test_the_worker_option_and_variable_turn_warm_steps_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks.runtime.worker import parse_args
+    from evalwf.worker.main import parse_args
 
     assert parse_args([]).cold_job_steps is False
     assert parse_args(["--cold-job-steps"]).cold_job_steps is True
@@ -185,6 +185,6 @@ def test_the_worker_option_and_variable_turn_warm_steps_off(monkeypatch: pytest.
 
 def test_the_module_runs_as_a_script_with_the_workers_interpreter() -> None:
     code = subprocess.run(
-        [sys.executable, "-m", "benchmarks.runtime.warm_step"], input=b"", cwd=REPO, timeout=120, check=False
+        [sys.executable, "-m", "evalwf.worker.warm_step"], input=b"", cwd=REPO, timeout=120, check=False
     ).returncode
     assert code == 0

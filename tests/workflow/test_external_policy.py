@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_snakemake, standin_config, standin_server, write_config
 
-from benchmarks.core.errors import ResultValidationError
-from benchmarks.core.policy_spec import EXTERNAL_ENDPOINT, PolicySpec, metadata_digest
-from benchmarks.core.results import check_policy_servers
-from benchmarks.runtime.policy_server import GuardedPolicyServer
-from evalwf_contract.loopback import free_port
+from evalwf.common.errors import ResultValidationError
+from evalwf.contract.loopback import free_port
+from evalwf.plan.results import check_policy_servers
+from evalwf.policy.spec import EXTERNAL_ENDPOINT, PolicySpec, metadata_digest
+from evalwf.worker.policy_server import GuardedPolicyServer
 
 PROFILE = ["--profile", str(REPO / "profiles" / "local")]
 
@@ -40,7 +40,7 @@ def test_identity_is_name_checkpoint_protocol_not_the_url():
 def test_a_worker_starts_nothing_for_an_external_policy(tmp_path):
     """An external policy skips the worker's GuardedPolicyServer altogether: nothing started, stopped or waited
     for; the job step gets EXTERNAL_ENDPOINT (it then uses policy.url) and the worker reports "external"."""
-    from benchmarks.runtime.worker import SharedPolicyServer
+    from evalwf.worker.main import SharedPolicyServer
 
     spec = PolicySpec.from_config({"name": "p", "external": True, "checkpoint": "c"})
     server = GuardedPolicyServer(log_dir=tmp_path)

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 from conftest import REPO
 
-from evalwf_contract.embedded_server import ensure_embedded_server, server_status, stop_embedded_server
+from evalwf.queue.embedded_server import ensure_embedded_server, server_status, stop_embedded_server
 
 RESULTS = ("results/demo/standin/batches/alpha/reach/0000-2.json", "results/.manifest-cache/standin/abc.json")
 STATE = (".snakemake/log/x.snakemake.log", ".snakemake/labtasker/tasks/t_x/r.log", ".pytest_cache/v/x")

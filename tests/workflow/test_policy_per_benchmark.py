@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import REPO, run_snakemake, two_benchmark_config, write_config
 
-from benchmarks.core.policy_spec import PolicySpec
+from evalwf.policy.spec import PolicySpec
 
 LOCAL_PROFILE = ["--profile", str(REPO / "profiles" / "local")]
 

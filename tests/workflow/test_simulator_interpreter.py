@@ -16,7 +16,9 @@ import yaml
 from conftest import REPO, run_snakemake, standin_config, write_config
 from lightenv import light_core_script, py310_python
 
-from benchmarks.core.interpreter import PROJECT_ROOT, SimulatorEnvError, child_env, resolve_interpreter
+from evalwf.common.errors import SimulatorEnvError
+from evalwf.common.paths import PROJECT_ROOT
+from evalwf.plan.interpreter import child_env, resolve_interpreter
 
 PROFILE = ["--profile", str(REPO / "profiles" / "local")]
 
@@ -39,7 +41,7 @@ def test_the_simulator_entry_point_needs_only_the_light_core(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "loaded [] present [] (3, 10)"
     usage = subprocess.run(
-        [python, "-m", "benchmarks.sim_step", "--help"], capture_output=True, text=True, env=child_env()
+        [python, "-m", "evalwf.job.sim_step", "--help"], capture_output=True, text=True, env=child_env()
     )
     assert usage.returncode == 0 and "--request" in usage.stdout
 

@@ -50,8 +50,8 @@ def test_wheel_carries_the_package_data(installed):
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     for expected in (
-        "benchmarks/core/config.schema.yaml",
-        "benchmarks/core/batch_result.schema.json",
+        "evalwf/plan/config.schema.yaml",
+        "evalwf/plan/batch_result.schema.json",
         "benchmarks/standin/schema.yaml",
         "benchmarks/libero/schema.yaml",
         "benchmarks/robotwin/schema.yaml",
@@ -62,8 +62,8 @@ def test_wheel_carries_the_package_data(installed):
         "benchmarks/config/standin.yaml",
         "benchmarks/config/policies/standin.yaml",  # policy files, composed with the benchmark files
         "benchmarks/profiles/labtasker/config.yaml",
-        "evalwf_contract/__init__.py",  # shared by the plugin and the workers
-        "evalwf_contract/embedded_server.py",
+        "evalwf.contract/__init__.py",  # shared by the plugin and the workers
+        "evalwf.contract/embedded_server.py",
         "snakemake_executor_plugin_labtasker/__init__.py",
     ):
         assert expected in names, expected
@@ -73,10 +73,10 @@ def test_wheel_carries_the_package_data(installed):
 def test_installed_wheel_plans_a_shipped_config(installed, tmp_path):
     _, python = installed
     probe = (
-        "import benchmarks, benchmarks.core.paths as p\n"
-        "from benchmarks.core.campaign import Campaign\n"
-        "from benchmarks.core.config import load_config\n"
-        "import evalwf_contract.embedded_server, snakemake_executor_plugin_labtasker\n"
+        "import benchmarks, evalwf.common.paths as p\n"
+        "from evalwf.plan.campaign import Campaign\n"
+        "from evalwf.plan.config import load_config\n"
+        "import evalwf.queue.embedded_server, snakemake_executor_plugin_labtasker\n"
         "print(benchmarks.__file__)\n"
         "plan = Campaign(load_config(p.shipped('config') / 'robotwin-standin.yaml')).tasks[0]\n"
         "print(plan.definition['task_config_sha256'])\n"  # the stand-in checkout, found in the installed package

@@ -7,14 +7,15 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
-from benchmarks import jobs, registry
-from benchmarks.core.adapter import get_adapter
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import load_config, validate_config
-from benchmarks.core.environment import other_environment
-from benchmarks.core.errors import ConfigError
-from benchmarks.core.manifest import restore_cached_manifest
-from benchmarks.core.writable import check_writable
+from benchmarks import registry
+from evalwf.rules import jobs
+from evalwf.benchmark.adapter import get_adapter
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import load_config, validate_config
+from evalwf.plan.environment import other_environment
+from evalwf.common.errors import ConfigError
+from evalwf.plan.manifest import restore_cached_manifest
+from evalwf.common.writable import check_writable
 
 min_version("9.0")
 
@@ -80,7 +81,7 @@ _NOTED_UNAVAILABLE = set()
 
 
 def check_environment_here(plan):
-    """The environment a manifest's name records (benchmarks.core.environment) must be readable here, or nothing
+    """The environment a manifest's name records (evalwf.plan.environment) must be readable here, or nothing
     may run (a host with it would plan other names; a dry run still plans, and says so); and a job step whose
     manifest is missing under this host's name but present under another names what differs.
     """
@@ -153,7 +154,7 @@ def all_summaries(wildcards):
     one per policy of several.
     """
     if workflow.dryrun:
-        from benchmarks.planning.table import print_plan_once
+        from evalwf.plan.table import print_plan_once
 
         for campaign in CAMPAIGN.policy_campaigns():
             print_plan_once(campaign)
@@ -207,10 +208,10 @@ def expected_cost_resource(wildcards):
     if workflow.remote_exec:
         return 0
     if not _COST_MODEL:
-        from benchmarks.planning.cost import CostModel
+        from evalwf.plan.cost import CostModel
 
         _COST_MODEL.append(CostModel.measure(CAMPAIGN))
-    from benchmarks.planning.cost import expected_batch_cost
+    from evalwf.plan.cost import expected_batch_cost
 
     batch = CAMPAIGN.batch_plan_of(
         wildcards.benchmark, wildcards.suite, wildcards.task, wildcards.batch

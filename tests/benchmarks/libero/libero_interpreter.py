@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.core.interpreter import SimulatorEnvError, child_env, resolve_interpreter
+from evalwf.common.errors import SimulatorEnvError
+from evalwf.plan.interpreter import child_env, resolve_interpreter
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIGURED = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())["benchmarks"]["libero"]["python"]

@@ -11,7 +11,7 @@ import sys
 import pytest
 from libero_interpreter import PYTHON, REPO, SKIP_WITHOUT_LIBERO
 
-from benchmarks.core.interpreter import child_env
+from evalwf.plan.interpreter import child_env
 
 pytestmark = [pytest.mark.libero, SKIP_WITHOUT_LIBERO]
 

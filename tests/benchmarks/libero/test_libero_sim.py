@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from benchmarks.libero import env as libero_env
-from evalwf_contract.loopback import free_port
+from evalwf.contract.loopback import free_port
 
 REASON = libero_env.unavailable_reason()
 if importlib.util.find_spec("snakemake") is not None:  # the workflow's interpreter: not where LIBERO lives
@@ -37,13 +37,13 @@ pytestmark = [
     pytest.mark.skipif(REASON is not None, reason=f"LIBERO simulator not available: {REASON}"),
 ]
 
-from benchmarks.core.adapter import BatchContext, TaskRef  # noqa: E402
-from benchmarks.core.batches import EpisodeRange  # noqa: E402
 from benchmarks.libero.adapter import ADAPTER  # noqa: E402
 from benchmarks.libero.init_states import load_init_states  # noqa: E402
 from benchmarks.libero.observation import openpi_observation, quat_to_axis_angle  # noqa: E402
 from benchmarks.libero.rng_states import encode_state  # noqa: E402
 from benchmarks.libero.suites import DUMMY_ACTION, SUITES  # noqa: E402
+from evalwf.benchmark.adapter import BatchContext, TaskRef  # noqa: E402
+from evalwf.benchmark.batches import EpisodeRange  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 SUITE, TASK = "libero_spatial", 0
@@ -53,7 +53,7 @@ MAX_STEPS = 5
 
 def bench_cfg(**overrides: Any) -> dict[str, Any]:
     """A validated LIBERO section (the schema fills every default, as in a campaign)."""
-    from benchmarks.core.config import validate_section
+    from evalwf.plan.config import validate_section
 
     section = {"episodes_per_task": 3, "batch_size": 1, "seed": 7, "suites": {SUITE: [TASK]}, "max_steps": MAX_STEPS}
     section.update(overrides)
@@ -196,7 +196,7 @@ def test_batching_does_not_change_episodes_and_matches_the_sequential_loop(manif
 
 def test_episode_through_the_standin_policy_server_over_the_websocket(manifest, tmp_path):
     """Trial 2 alone through a real openpi websocket server (a separate process) and the workflow's client."""
-    from benchmarks.core.policy_client import PolicyClient
+    from evalwf.policy.client import PolicyClient
 
     port = free_port()
     server = subprocess.Popen(
@@ -225,7 +225,7 @@ def test_episode_through_the_standin_policy_server_over_the_websocket(manifest, 
 
 def test_video_is_written_when_asked(manifest, tmp_path):
     """Real LIBERO frames: the mp4 next to the batch decodes to one frame per simulator step plus the first."""
-    from benchmarks.core.video import count_frames
+    from evalwf.benchmark.video import count_frames
 
     ctx = BatchContext(
         REF, EpisodeRange(0, 1), manifest, bench_cfg(max_steps=6, record_video="all", camera_size=128),

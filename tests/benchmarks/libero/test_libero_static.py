@@ -20,10 +20,6 @@ import numpy as np
 import pytest
 import yaml
 
-from benchmarks.core.adapter import BatchContext, TaskRef, get_adapter
-from benchmarks.core.batches import EpisodeRange
-from benchmarks.core.config import validate_section
-from benchmarks.core.errors import ConfigError
 from benchmarks.libero import env as libero_env
 from benchmarks.libero import init_states as init_states_module
 from benchmarks.libero.adapter import ADAPTER, LiberoAdapter
@@ -31,6 +27,10 @@ from benchmarks.libero.init_states import load_init_states
 from benchmarks.libero.observation import openpi_observation, quat_to_axis_angle, resize_with_pad, rotate_180
 from benchmarks.libero.rng_states import decode_state, encode_state
 from benchmarks.libero.suites import SUITES
+from evalwf.benchmark.adapter import BatchContext, TaskRef, get_adapter
+from evalwf.benchmark.batches import EpisodeRange
+from evalwf.common.errors import ConfigError
+from evalwf.plan.config import validate_section
 
 REPO = Path(__file__).resolve().parents[3]
 SCHEMA = REPO / "benchmarks" / "libero" / "schema.yaml"
@@ -169,7 +169,7 @@ def test_schema_rejects(section):
 
 
 def test_main_config_loader_composes_the_libero_schema():
-    from benchmarks.core.config import validate_config
+    from evalwf.plan.config import validate_config
 
     raw = {
         "run": "t",
@@ -527,7 +527,7 @@ def test_fake_manifest_for_another_task_is_refused(fake_libero):
         Path("/nonexistent"),
         lambda _m: None,
     )
-    from benchmarks.core.errors import ManifestError
+    from evalwf.common.errors import ManifestError
 
     with pytest.raises(ManifestError, match="not libero_spatial task 1"):
         list(ADAPTER.evaluate_batch(ctx))

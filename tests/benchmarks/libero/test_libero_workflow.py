@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, run_snakemake, write_config
 from libero_interpreter import CONFIGURED, SKIP_WITHOUT_LIBERO
 
-from benchmarks.status import main as status_main
+from evalwf.report.status import main as status_main
 
 pytestmark = [pytest.mark.libero, pytest.mark.slow, SKIP_WITHOUT_LIBERO]
 

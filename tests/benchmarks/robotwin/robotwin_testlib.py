@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.adapter import BatchContext, TaskRef
-from benchmarks.core.batches import plan_batches
-from benchmarks.core.config import validate_config
-from benchmarks.core.manifest import build_manifest_document
 from benchmarks.robotwin.adapter import ADAPTER
 from benchmarks.robotwin.checkout import PROJECT_ROOT, RobotwinCheckout, set_clutter_xlim_default
 from benchmarks.robotwin.observation import PolicyMapping
 from benchmarks.standin.policy_server import StandinPolicy
+from evalwf.benchmark.adapter import BatchContext, TaskRef
+from evalwf.benchmark.batches import plan_batches
+from evalwf.plan.config import validate_config
+from evalwf.plan.manifest import build_manifest_document
 
 STANDIN_ROOT = "benchmarks/standin/robotwin_checkout"
 STANDIN_PATH = PROJECT_ROOT / STANDIN_ROOT

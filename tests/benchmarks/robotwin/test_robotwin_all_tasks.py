@@ -1,5 +1,5 @@
 """Every one of the 50 tasks evaluates a batch to a validated result on the stand-in checkout, and the three tasks
-whose upstream check_success reads state that only play_once sets (issue 16) are evaluated as upstream does."""
+whose upstream check_success reads state that only play_once sets are evaluated as upstream does."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from robotwin_testlib import STANDIN_PATH, InProcessPolicy, build, run_batches, section, upstream_sequential_loop
 
-from benchmarks.core.adapter import BatchContext, TaskRef
-from benchmarks.core.batches import EpisodeRange
-from benchmarks.core.errors import ManifestError
-from benchmarks.core.policy_spec import PolicySpec
-from benchmarks.core.results import BatchExpectation, build_batch_result, validate_batch_result, write_batch_result
 from benchmarks.robotwin import expert_state
 from benchmarks.robotwin.adapter import ADAPTER
 from benchmarks.robotwin.checkout import RobotwinCheckout, simulator_rng_guard
 from benchmarks.robotwin.tasks import PLAY_ONCE_STATE, TASKS
+from evalwf.benchmark.adapter import BatchContext, TaskRef
+from evalwf.benchmark.batches import EpisodeRange
+from evalwf.common.errors import ManifestError
+from evalwf.plan.results import BatchExpectation, build_batch_result, validate_batch_result, write_batch_result
+from evalwf.policy.spec import PolicySpec
 
 PLAY_ONCE_TASKS = ("open_laptop", "place_object_scale", "put_object_cabinet")
 
@@ -57,7 +57,7 @@ def _evaluate_to_validated_result(cfg, task_config, task, tmp_path):
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_task_of_the_family_evaluates_a_batch_to_a_result(family, tmp_path):
-    """Both task configs, a tiny batch each: no task may fail its batch (before issue 16 was fixed, open_laptop,
+    """Both task configs, a tiny batch each: no task may fail its batch (without play_once's state, open_laptop,
     place_object_scale and put_object_cabinet raised AttributeError at their first success check)."""
     for task in FAMILIES[family]:
         cfg = section(tasks=[task], episodes_per_task=2, step_limit=40)

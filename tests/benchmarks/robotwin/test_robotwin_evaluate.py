@@ -16,9 +16,9 @@ from robotwin_testlib import (
     without_duration,
 )
 
-from benchmarks.core.adapter import BatchContext, TaskRef
-from benchmarks.core.batches import EpisodeRange
 from benchmarks.robotwin.adapter import ADAPTER
+from evalwf.benchmark.adapter import BatchContext, TaskRef
+from evalwf.benchmark.batches import EpisodeRange
 
 FAST = {"step_limit": 60}
 

@@ -19,11 +19,11 @@ from robotwin_testlib import (
     upstream_sequential_loop,
 )
 
-from benchmarks.core.batches import EpisodeRange
-from benchmarks.core.errors import ManifestError, ResultValidationError
-from benchmarks.core.manifest import load_manifest, seal_manifest
-from benchmarks.core.results import BatchExpectation, build_batch_result, validate_batch_result, write_batch_result
 from benchmarks.robotwin.adapter import ADAPTER
+from evalwf.benchmark.batches import EpisodeRange
+from evalwf.common.errors import ManifestError, ResultValidationError
+from evalwf.plan.manifest import load_manifest, seal_manifest
+from evalwf.plan.results import BatchExpectation, build_batch_result, validate_batch_result, write_batch_result
 
 
 def _cache_clears() -> int:
@@ -240,10 +240,10 @@ def test_a_failed_expert_check_in_robotwins_interpreter_is_the_first_line_of_the
     from lightenv import py310_python
     from robotwin_testlib import STANDIN_PATH
 
-    from benchmarks import jobs
-    from benchmarks.core.campaign import Campaign
-    from benchmarks.core.config import validate_config
-    from benchmarks.core.interpreter import SimulatorEnvError
+    from evalwf.common.errors import SimulatorEnvError
+    from evalwf.plan.campaign import Campaign
+    from evalwf.plan.config import validate_config
+    from evalwf.rules import jobs
 
     checkout = tmp_path / "robotwin"
     shutil.copytree(STANDIN_PATH, checkout, ignore=shutil.ignore_patterns("__pycache__"))

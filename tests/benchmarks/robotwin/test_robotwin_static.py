@@ -9,14 +9,14 @@ import pytest
 import yaml
 from robotwin_testlib import STANDIN_PATH, STANDIN_ROOT, section
 
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import config_schema, validate_config
-from benchmarks.core.errors import ConfigError
-from benchmarks.core.manifest import manifest_hash
 from benchmarks.robotwin.adapter import ADAPTER
 from benchmarks.robotwin.checkout import RobotwinCheckout
 from benchmarks.robotwin.observation import PolicyMapping
 from benchmarks.robotwin.tasks import STEP_LIMITS, TASKS, start_seed
+from evalwf.common.errors import ConfigError
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import config_schema, validate_config
+from evalwf.plan.manifest import manifest_hash
 
 
 def test_fifty_tasks_step_limits_and_standin_layout():
@@ -146,7 +146,7 @@ def test_default_mapping_is_openpi_aloha():
 def test_state_is_sent_as_upstream_passes_it_float64_unrounded():
     """Upstream's pi0 hands joint_action.vector (float64) to openpi in-process; over the wire it must arrive with
     the same dtype and bits (it used to be rounded to float32 first)."""
-    from benchmarks.core import msgpack_numpy
+    from evalwf.policy import wire as msgpack_numpy
 
     observation = _standin_observation()
     vector = observation["joint_action"]["vector"]

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from conftest import standin_config
 
-from benchmarks import jobs
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import validate_config
-from benchmarks.core.policy_client import ENDPOINT_ENV, PolicyClient, PolicyServerError
-from benchmarks.core.policy_spec import PolicySpec
-from benchmarks.runtime.policy_server import GuardedPolicyServer
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import validate_config
+from evalwf.policy.client import ENDPOINT_ENV, PolicyClient, PolicyServerError
+from evalwf.policy.spec import PolicySpec
+from evalwf.rules import jobs
+from evalwf.worker.policy_server import GuardedPolicyServer
 
 POLICY = {
     "name": "standin-policy",

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 from conftest import standin_config
 
-from benchmarks import jobs
-from benchmarks.core.campaign import Campaign
-from benchmarks.core.config import validate_config
-from benchmarks.core.episode_identity import EPISODE_KEY
-from benchmarks.core.policy_client import ENDPOINT_ENV
-from benchmarks.core.policy_spec import PolicySpec
-from benchmarks.runtime.policy_server import GuardedPolicyServer
 from benchmarks.standin.policy_server import StandinPolicy
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import validate_config
+from evalwf.policy.client import ENDPOINT_ENV
+from evalwf.policy.episode_identity import EPISODE_KEY
+from evalwf.policy.spec import PolicySpec
+from evalwf.rules import jobs
+from evalwf.worker.policy_server import GuardedPolicyServer
 
 SERVER = "{python} -m benchmarks.standin.policy_server --port {port} --noise 1.2 --stats-file {stats}"
 

@@ -1,1 +1,0 @@
-"""Shared mechanics for every benchmark: batches, seeds, manifests, results, aggregation, policy client."""

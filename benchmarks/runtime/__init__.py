@@ -1,1 +1,0 @@
-"""Process ownership on workers: guardian, guarded processes, the policy server lifecycle, the worker loop."""

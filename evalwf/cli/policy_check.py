@@ -1,0 +1,166 @@
+"""A policy smoke check before spending GPU hours: start (or connect to) each policy server of the campaign once,
+send one observation in the exact format of each benchmark that policy evaluates, and compare the answer with what
+the benchmark executes.
+
+    python -m evalwf.cli.policy_check --configfile config/libero.yaml config/policies/standin.yaml [--repeat N]
+    evalwf policy check --configfile ... [--policy NAME]
+
+Every policy of the campaign is checked (one after the other; a sweep's or each benchmark's own), or only NAME.
+Prints per policy the server's metadata, per benchmark the request it sent (keys, shapes, dtypes), the action
+chunk's shape against the expected [horizon >= replan_steps, action dim], and the round-trip latency (first call and
+median). Exit status 0 when every policy gave every benchmark it evaluates a usable answer, 1 otherwise (each
+reason printed, naming the policy), 2 for a bad config or an unknown --policy. The observations are synthetic (no
+simulator is needed; the instruction comes from the task's manifest when one is built): this checks the wire format
+and shapes, not the policy's skill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalwf.benchmark.adapter import get_adapter
+from evalwf.common.errors import ConfigError
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import load_config
+from evalwf.plan.manifest import load_manifest
+from evalwf.policy.client import PolicyClient, PolicyServerError, check_endpoint
+from evalwf.policy.spec import PolicySpec
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype}{list(value.shape)}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {describe(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str):
+        return f"str({value[:60]!r}{'...' if len(value) > 60 else ''})"
+    return type(value).__name__
+
+
+@contextlib.contextmanager
+def policy_server(spec: PolicySpec, log_dir: Path) -> Iterator[str]:
+    """The endpoint of the campaign's policy: its URL after a handshake, or a guarded server started here once."""
+    if spec.external:
+        assert spec.url is not None
+        check_endpoint(spec.url, timeout_s=spec.startup_timeout_s, what="policy.url")
+        yield spec.url
+        return
+    from evalwf.worker.policy_server import GuardedPolicyServer
+
+    print(f"starting policy server {spec.identity} (startup_timeout_s {spec.startup_timeout_s:.0f}; log in {log_dir})")
+    started = time.monotonic()
+    with GuardedPolicyServer(gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""), log_dir=log_dir) as server:
+        endpoint = server.ensure(spec)
+        print(f"policy server ready at {endpoint} after {time.monotonic() - started:.1f}s")
+        yield endpoint
+
+
+def check_benchmark(campaign: Campaign, benchmark: str, client: PolicyClient, repeat: int) -> list[str]:
+    """Send one sample observation of `benchmark` (`repeat` times for the latency); return the problems found."""
+    adapter = get_adapter(benchmark)
+    section = campaign.section(benchmark)
+    plan = campaign.tasks_of(benchmark)[0]
+    manifest = None
+    if Path(plan.manifest_path).exists():
+        manifest = load_manifest(plan.manifest_path, plan.manifest_hash)
+    sample = adapter.sample_observation(section, plan.ref, manifest)
+    print(f"\n{benchmark} ({plan.ref.suite}/{plan.ref.task}): sending {describe(sample.observation)}")
+    latencies, reply = [], None
+    for _ in range(max(1, repeat)):
+        started = time.monotonic()
+        try:
+            reply = client.infer(sample.observation)
+        except PolicyServerError as error:
+            return [f"{benchmark}: {error}"]
+        latencies.append(1000 * (time.monotonic() - started))
+    print(f"  latency: first {latencies[0]:.1f} ms, median {statistics.median(latencies):.1f} ms over {len(latencies)}")
+    if not isinstance(reply, dict) or "actions" not in reply:
+        keys = sorted(reply) if isinstance(reply, dict) else type(reply).__name__
+        return [f"{benchmark}: the reply has no 'actions' (got {keys})"]
+    actions = np.asarray(reply["actions"])
+    dims = f">= {sample.action_dim}" if sample.extra_dims_ok else str(sample.action_dim)
+    expected = f"[horizon >= {sample.min_horizon}, {dims}]"
+    print(f"  actions: {actions.dtype}{list(actions.shape)}; {benchmark} expects {expected}")
+    fits = actions.ndim == 2 and (
+        actions.shape[1] >= sample.action_dim if sample.extra_dims_ok else actions.shape[1] == sample.action_dim
+    )
+    if not fits:
+        return [
+            f"{benchmark}: the policy answered actions of shape {list(actions.shape)}, {benchmark} expects {expected}"
+        ]
+    if actions.shape[0] < sample.min_horizon:
+        return [
+            f"{benchmark}: the policy answered {actions.shape[0]} actions per chunk, fewer than replan_steps "
+            f"{sample.min_horizon} (lower benchmarks.{benchmark}.replan_steps or return longer chunks)"
+        ]
+    if not np.all(np.isfinite(actions.astype(np.float64))):
+        return [f"{benchmark}: the policy answered non-finite actions"]
+    print("  OK")
+    return []
+
+
+def run_check(campaign: Campaign, repeat: int = 3) -> list[str]:
+    """Check one policy's campaign (a member of several policies: the benchmarks its policy evaluates)."""
+    spec = campaign.policy
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="policy-check-") as log_dir:  # a startup failure prints the log tail
+        try:
+            with policy_server(spec, Path(log_dir)) as endpoint:
+                started = time.monotonic()
+                with PolicyClient(endpoint, connect_timeout_s=30, call_timeout_s=spec.infer_timeout_s) as client:
+                    handshake_ms = 1000 * (time.monotonic() - started)
+                    print(f"policy {spec.identity} at {endpoint}: handshake {handshake_ms:.1f} ms")
+                    print(f"server metadata: {client.metadata}")
+                    for benchmark in campaign.benchmarks:
+                        problems += check_benchmark(campaign, benchmark, client, repeat)
+        except PolicyServerError as error:
+            problems.append(str(error))
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="evalwf policy check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--configfile", nargs="+", required=True, help="campaign config(s), composed as snakemake")
+    parser.add_argument("--policy", metavar="NAME", help="check only this policy of the campaign (default: every one)")
+    parser.add_argument("--repeat", type=int, default=3, help="requests per benchmark for the latency (default 3)")
+    args = parser.parse_args(argv)
+    try:
+        campaign = Campaign(load_config(*args.configfile))
+    except (ConfigError, OSError) as error:
+        print(f"policy check: {error}", file=sys.stderr)
+        return 2
+    policies = {member.policy.name: member for member in campaign.policy_campaigns()}
+    if args.policy is not None and args.policy not in policies:
+        print(
+            f"policy check: no policy {args.policy!r} in this campaign (policies: {', '.join(policies)})",
+            file=sys.stderr,
+        )
+        return 2
+    checked = [policies[args.policy]] if args.policy is not None else list(policies.values())
+    problems: list[str] = []
+    for member in checked:
+        print(f"\n== policy {member.policy.name} on {', '.join(member.benchmarks)}")
+        problems += [f"policy {member.policy.name}: {problem}" for problem in run_check(member, args.repeat)]
+    if problems:
+        print("\npolicy check FAILED:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    done = "; ".join(f"{member.policy.name} on {', '.join(member.benchmarks)}" for member in checked)
+    print(f"\npolicy check passed: {done}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

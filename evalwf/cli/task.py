@@ -1,0 +1,94 @@
+"""One task of the queue in words: `evalwf task <id>` (the id a failed job's message names).
+
+Its state, attempts, the cause of its last error and where its logs are: the failed run's full log, each run's log
+on this machine (<workflow>/.snakemake/labtasker/tasks/<id>/), the job's Snakemake log. It finds the queue as
+`evalwf status` does: --url / $LABTASKER_URL with $LABTASKER_TOKEN, else the embedded server of the workflow
+directory and the token in its owner-only file, so the command works as printed.
+
+Exit status: 0 the task was found, 1 it was not (or there is no queue), 2 the queue could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from evalwf.contract import QUEUE_ENV, default_queue
+from evalwf.contract.failure import excerpt
+from evalwf.report.status import queue_client
+
+
+def describe(task: Any, workdir: Path) -> str:
+    """The task as `evalwf task` prints it."""
+    args = task.args or {}
+    lines = [f"task {task.id}  {task.name or ''}  (queue {task.queue})".rstrip()]
+    lines.append(f"state: {task.status}")
+    snakemake_attempt = args.get("attempt")
+    lines.append(
+        f"attempts: labtasker {task.attempt}/{task.max_attempts} of this submission"
+        + (f", Snakemake attempt {snakemake_attempt} (--retries resubmits the same task)" if snakemake_attempt else "")
+    )
+    error = task.last_error
+    if error is not None:
+        shown = excerpt(error.type, error.message)
+        lines.append(f"error: {shown.cause}")
+        if shown.log:
+            lines.append(f"full log: {shown.log}")
+        lines.append(f"  ({error.type}, run {error.run_id})")
+        if shown.details:
+            lines += ["  " + line for line in shown.details.splitlines()]
+    progress = task.progress or {}
+    if task.status == "running" and progress.get("worker"):
+        lines.append(f"running on: {progress['worker']}, log {progress.get('log', '?')}")
+    result = task.result or {}
+    if result.get("worker_log"):
+        lines.append(f"worker log: {result['worker_log']}")
+    runs = sorted((workdir / ".snakemake" / "labtasker" / "tasks" / task.id).glob("*.log"), key=os.path.getmtime)
+    if runs:
+        lines.append("run logs here (oldest first): " + ", ".join(str(path) for path in runs))
+    if args.get("logs"):
+        lines.append("job log(s): " + ", ".join(map(str, args["logs"])))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("task_id", help="the task's id (t_...)")
+    parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="the workflow's working directory")
+    parser.add_argument("--url", default=os.environ.get("LABTASKER_URL"), help="Labtasker URL (default: embedded)")
+    parser.add_argument(
+        "--queue", default=default_queue(), help=f"Labtasker queue (default: ${QUEUE_ENV}, else evalwf)"
+    )
+    args = parser.parse_args(argv)
+    workdir = args.workdir.resolve()
+    from labtasker import APIError, LabtaskerError
+
+    try:
+        with queue_client(workdir, args.url, args.queue) as client, contextlib.redirect_stderr(io.StringIO()):
+            if client is None:
+                print(f"no Labtasker queue for {workdir}: no --url / $LABTASKER_URL and no embedded server there")
+                return 1
+            task = client.get_task(args.task_id)
+    except APIError as error:
+        if error.code in ("task_not_found", "queue_not_found") or error.status_code == 404:
+            print(f"no task {args.task_id} in queue {args.queue} ({error.code})")
+            return 1
+        print(f"the queue refused: {error.code}: {error.message}", file=sys.stderr)
+        return 2
+    except LabtaskerError as error:
+        print(f"Labtasker queue not reachable: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:  # the client's own check of the id
+        print(f"{args.task_id!r} is no task id: {error}", file=sys.stderr)
+        return 1
+    print(describe(task, workdir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

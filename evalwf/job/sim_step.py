@@ -1,0 +1,147 @@
+"""The simulator side of a job step: evaluate one batch, or seal one manifest, in the benchmark's own interpreter.
+
+    python -m evalwf.job.sim_step --request request.json
+
+The job bodies (evalwf.rules.jobs, in the workflow's interpreter) resolve everything that needs the workflow (the
+plan, the policy endpoint and its health check) and hand the rest over as one JSON request:
+
+    {"kind": "batch", "run", "benchmark", "suite", "task", "episode_start", "episode_count", "section",
+     "manifest_path", "manifest_hash", "endpoint", "infer_timeout_s", "policy_identity", "policy_server",
+     "output", "artifacts_dir", "video_dir"}
+    {"kind": "manifest", "benchmark", "definition", "scope", "task", "section", "output", "cache_dir"}
+
+A batch writes its result JSON to `output` atomically; a manifest is sealed at `output` (and in the cache) as
+evalwf.plan.manifest does. Both first check that the environment the manifest definition records (read when
+the workflow was parsed, evalwf.plan.environment) is this interpreter's. Exit status 0 on success; otherwise
+the traceback is on stderr, followed by one line `sim_step failed: <error type>: <first line of its message>`,
+which the job step raises as its own error (evalwf.job.interpreter).
+
+This module and everything it imports (the light core: scripts/light_core.py lists it) need only numpy, msgpack,
+websockets, PyYAML and jsonschema, and run on Python >= 3.10 with numpy >= 1.26: never Snakemake, Labtasker or
+pandas. `make lint` checks that on Python 3.10 (scripts/light_core.py --check, tests/core/test_light_core.py), and
+tests/workflow/test_simulator_interpreter.py runs campaigns through that interpreter, a virtualenv that has none of
+them. The benchmark's adapter imports its simulator lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from evalwf.benchmark.adapter import BatchContext, TaskRef, get_adapter
+from evalwf.benchmark.batches import EpisodeRange
+from evalwf.job.interpreter import FAILURE_PREFIX
+from evalwf.plan.environment import check_recorded
+from evalwf.plan.manifest import load_manifest, seal_manifest
+from evalwf.plan.results import build_batch_result, write_batch_result
+from evalwf.policy.client import PolicyClient
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.now().strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()  # noqa: UP017 (Python 3.10: RoboTwin's interpreter)
+
+
+def evaluate_batch(request: dict[str, Any]) -> dict[str, Any]:
+    """Evaluate episodes [episode_start, episode_start + episode_count) of one task; write and return the result."""
+    benchmark, suite, task = request["benchmark"], request["suite"], request["task"]
+    episodes = EpisodeRange(int(request["episode_start"]), int(request["episode_count"]))
+    adapter = get_adapter(benchmark)
+    manifest = load_manifest(request["manifest_path"], request["manifest_hash"])
+    where = f"manifest {request['manifest_path']}"
+    check_recorded(benchmark, request["section"], manifest["definition"].get("environment"), where)
+    started_at, started = _now(), time.monotonic()
+    log(f"{benchmark} {suite}/{task} episodes {episodes.start}..{episodes.stop - 1}: start")
+    with PolicyClient(request["endpoint"], call_timeout_s=float(request["infer_timeout_s"])) as client:
+        context = BatchContext(
+            TaskRef(benchmark, suite, task),
+            episodes,
+            manifest,
+            request["section"],
+            client,
+            Path(request["artifacts_dir"]),
+            log,
+            video_dir=Path(request["video_dir"]) if request.get("video_dir") else None,
+        )
+        records = []
+        for record in adapter.evaluate_batch(context):
+            records.append(record)
+            outcome = "success" if record["success"] else "failure"
+            log(f"  episode {record['index']}: {outcome} in {record['steps']} steps ({record['duration_s']:.1f}s)")
+    if [r["index"] for r in records] != episodes.indices():
+        raise RuntimeError(
+            f"{benchmark} adapter returned episodes {[r['index'] for r in records]}, expected {episodes.indices()}"
+        )
+    result = build_batch_result(
+        run=request["run"],
+        benchmark=benchmark,
+        suite=suite,
+        task=task,
+        episodes=episodes,
+        manifest_hash=manifest["manifest_hash"],
+        policy_identity=request["policy_identity"],
+        records=records,
+        started_at=started_at,
+        finished_at=_now(),
+        duration_s=round(time.monotonic() - started, 3),
+    )
+    if request.get("policy_server"):
+        result["policy_server"] = request["policy_server"]  # an external server: its URL and metadata digest
+    result["worker"]["python"] = sys.executable
+    write_batch_result(request["output"], result)
+    log(f"{request['output']}: {result['success_count']}/{episodes.count} successes")
+    return result
+
+
+def seal_task_manifest(request: dict[str, Any]) -> dict[str, Any]:
+    where = f"manifest {request['output']}"
+    check_recorded(request["benchmark"], request["section"], request["definition"].get("environment"), where)
+    manifest = seal_manifest(
+        get_adapter(request["benchmark"]),
+        request["definition"],
+        request["scope"],
+        request["task"],
+        request["output"],
+        request.get("cache_dir"),
+        log,
+    )
+    log(f"manifest {request['output']}: {len(manifest['episodes'])} episodes, hash {manifest['manifest_hash']}")
+    return manifest
+
+
+KINDS = {"batch": evaluate_batch, "manifest": seal_task_manifest}
+
+
+def run_request(request: dict[str, Any]) -> dict[str, Any]:
+    kind = request.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"unknown request kind {kind!r}; known: {', '.join(KINDS)}")
+    return KINDS[kind](request)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--request", required=True, help="the JSON request file written by the job body")
+    args = parser.parse_args(argv)
+    request = json.loads(Path(args.request).read_text(encoding="utf-8"))
+    try:
+        run_request(request)
+    except Exception as error:  # the traceback for the log, then the cause's first line for the job's own error
+        traceback.print_exc()
+        first = (str(error).strip().splitlines() or [""])[0]
+        print(f"{FAILURE_PREFIX}{type(error).__name__}: {first}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Sealed manifests: what defines a task's evaluated episodes, fixed once and named by the hash of its
+definition.
+
+A manifest is built once per definition (cached across runs), published atomically and never rewritten:
+queued batches point to it by hash, and every batch result is checked against it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from evalwf.benchmark.adapter import BenchmarkAdapter
+from evalwf.common.atomic import publish_once
+from evalwf.common.errors import ManifestError
+from evalwf.common.hashing import sha256_hex, short_hash
+
+MANIFEST_SCHEMA = "policy-eval.manifest"
+MANIFEST_SCHEMA_VERSION = 1
+
+
+def manifest_hash(definition: dict[str, Any]) -> str:
+    """The manifest's name: a hash of everything that defines its episodes.
+
+    Keys starting with "_" are where to find things on this host (e.g. a simulator checkout path), not what
+    defines the episodes: they are recorded but not hashed, so moving a checkout keeps the manifest.
+    """
+    return short_hash({k: v for k, v in definition.items() if not k.startswith("_")}, 16)
+
+
+def _content_digest(manifest: dict[str, Any]) -> str:
+    return sha256_hex({k: manifest[k] for k in ("definition", "episodes", "extra")})
+
+
+def build_manifest_document(
+    adapter: BenchmarkAdapter,
+    definition: dict[str, Any],
+    scope: str,
+    task: str,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    body = adapter.build_manifest(definition, log)
+    indices = [ep.get("index") for ep in body.episodes]
+    if indices != list(range(len(indices))):
+        raise ManifestError(f"{adapter.name} manifest for {scope}/{task}: episode indices are not 0..n-1")
+    document: dict[str, Any] = {
+        "schema": MANIFEST_SCHEMA,
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "benchmark": adapter.name,
+        "scope": scope,
+        "task": task,
+        "manifest_hash": manifest_hash(definition),
+        "definition": definition,
+        "episodes": body.episodes,
+        "extra": body.extra,
+        "created_at": datetime.now(timezone.utc).isoformat(),  # noqa: UP017 (runs in RoboTwin's Python 3.10)
+        "created_on": socket.gethostname(),
+    }
+    document["content_sha256"] = _content_digest(document)
+    return document
+
+
+def load_manifest(path: str | os.PathLike[str], expected_hash: str | None = None) -> dict[str, Any]:
+    """Load and verify a sealed manifest (hash of definition, content digest, episode indices)."""
+    source = Path(path)
+    try:
+        manifest = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"manifest {source} does not exist; rerun snakemake to build it") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"manifest {source} is unreadable ({exc}); delete it and rerun to rebuild") from exc
+    try:
+        if manifest.get("schema") != MANIFEST_SCHEMA or manifest.get("schema_version") != MANIFEST_SCHEMA_VERSION:
+            raise ManifestError(f"manifest {source}: not a v{MANIFEST_SCHEMA_VERSION} {MANIFEST_SCHEMA} file")
+        actual = manifest_hash(manifest["definition"])
+        if manifest["manifest_hash"] != actual:
+            raise ManifestError(
+                f"manifest {source}: manifest_hash {manifest['manifest_hash']} != hash of definition {actual}"
+            )
+        if expected_hash is not None and actual != expected_hash:
+            raise ManifestError(f"manifest {source}: hash {actual}, but the batch expects {expected_hash}")
+        if manifest["content_sha256"] != _content_digest(manifest):
+            raise ManifestError(
+                f"manifest {source}: content does not match its content_sha256 (modified after sealing)"
+            )
+    except KeyError as exc:
+        raise ManifestError(f"manifest {source}: missing key {exc}") from None
+    return manifest
+
+
+def restore_cached_manifest(
+    benchmark: str, digest: str, output: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None
+) -> bool:
+    """Put a missing sealed manifest back from the content-addressed cache (same digest, verified), without
+    building anything. The workflow does this before it plans jobs: a batch depends on its manifest, so a
+    manifest that had to be rebuilt would rerun every finished batch of its task, although it comes back byte
+    for byte. Returns whether `output` exists afterwards."""
+    target = Path(output)
+    if target.exists():
+        return True
+    cached = Path(cache_dir) / benchmark / f"{digest}.json" if cache_dir else None
+    if cached is None or not cached.exists():
+        return False
+    try:
+        load_manifest(cached, digest)
+    except ManifestError:
+        return False  # a damaged cache entry: the manifest job rebuilds it and says why
+    publish_once(target, cached.read_text(encoding="utf-8"))
+    return True
+
+
+def seal_manifest(
+    adapter: BenchmarkAdapter,
+    definition: dict[str, Any],
+    scope: str,
+    task: str,
+    output: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str] | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Make the sealed manifest for `definition` exist at `output`, reusing the cache when it has it.
+
+    An existing valid file at `output` is kept as it is; a cached copy is reused; only otherwise is the
+    manifest built (which may run the simulator), then published to the cache and to `output`.
+    """
+    expected = manifest_hash(definition)
+    target = Path(output)
+    if target.exists():
+        return load_manifest(target, expected)
+    cached = Path(cache_dir) / adapter.name / f"{expected}.json" if cache_dir else None
+    if cached is not None and cached.exists():
+        document = load_manifest(cached, expected)
+    else:
+        document = build_manifest_document(adapter, definition, scope, task, log)
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    if cached is not None and not cached.exists():
+        publish_once(cached, text)
+    publish_once(target, text)
+    return load_manifest(target, expected)

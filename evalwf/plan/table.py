@@ -1,0 +1,225 @@
+"""The plan table: per benchmark and suite, what a campaign contains, what is done, what is left and what it
+costs; printed by `evalwf plan` and at the top of `snakemake -n`, as text or JSON (one dict for scripts).
+
+Counts come from the Campaign (the plan the Snakefile expands), done/to-run from the validated result files
+(evalwf.plan.inventory), costs from evalwf.plan.cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from typing import Any
+
+from evalwf.benchmark.adapter import get_adapter
+from evalwf.plan.campaign import Campaign, TaskPlan
+from evalwf.plan.cost import (
+    DEFAULT_SECONDS_PER_STEP,
+    CostModel,
+    Estimate,
+    estimate,
+    expected_batch_cost,
+)
+from evalwf.plan.inventory import BadBatch, Inventory, survey
+
+DEFAULT_WORKERS = 4
+DEFAULT_BATCH_OVERHEAD_S = 3.0  # per batch on a worker: the job step (0.4 s warm, README "Measured") plus the
+# simulator interpreter and environment creation that a real benchmark adds (LIBERO 1.4-4.6 s)
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One benchmark suite (RoboTwin: one task config x instruction type), or the total when suite is ''."""
+
+    benchmark: str
+    suite: str
+    labels: dict[str, str]  # the adapter's names for the suite (RoboTwin: task_config, instruction_type)
+    tasks: int
+    episodes: int
+    batches: int
+    done: int
+    to_run: int
+    invalid: int  # of to_run: a result file exists but fails validation (named in Plan.invalid)
+    manifests_to_build: int
+    steps_per_episode: tuple[int, int]  # smallest and largest step limit of the row's tasks
+    gpu_hours_to_run: float
+    priced_by: str  # measured / calibrated / assumed, or mixed
+
+
+@dataclass(frozen=True)
+class Plan:
+    run: str
+    root: str
+    policy_identity: str
+    other_policy_identities: dict[str, int]  # found in existing result files (they do not count) -> files
+    rows: list[PlanRow]
+    total: PlanRow
+    invalid: list[BadBatch]
+    estimate: Estimate
+    seconds_per_step: float
+    batch_overhead_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+def _row(
+    benchmark: str, suite: str, labels: dict[str, str], plans: list[TaskPlan], found: Inventory, model: CostModel
+) -> PlanRow:
+    batches = [batch for plan in plans for batch in plan.batches]
+    to_run = [batch for batch in batches if not found.is_done(batch)]
+    limits = [model.step_limits[plan.ref] for plan in plans]
+    bases = {model.basis(plan.ref) for plan in plans}
+    return PlanRow(
+        benchmark=benchmark,
+        suite=suite,
+        labels=labels,
+        tasks=len(plans),
+        episodes=sum(batch.episodes.count for batch in batches),
+        batches=len(batches),
+        done=len(batches) - len(to_run),
+        to_run=len(to_run),
+        invalid=sum(batch.path in found.bad for batch in to_run),
+        manifests_to_build=len({plan.manifest_path for plan in plans} & found.manifests_missing),
+        steps_per_episode=(min(limits), max(limits)),
+        gpu_hours_to_run=sum(expected_batch_cost(model, batch) for batch in to_run) / 3600,
+        priced_by=bases.pop() if len(bases) == 1 else "mixed",
+    )
+
+
+def build_plan(
+    campaign: Campaign,
+    *,
+    seconds_per_step: float = DEFAULT_SECONDS_PER_STEP,
+    workers: int = DEFAULT_WORKERS,
+    batch_overhead_s: float = DEFAULT_BATCH_OVERHEAD_S,
+) -> Plan:
+    """Survey the campaign's files once, price every batch, and group by benchmark and suite."""
+    found = survey(campaign)
+    model = CostModel.build(campaign, seconds_per_step, found.durations())
+    groups: dict[tuple[str, str], list[TaskPlan]] = {}
+    for plan in campaign.tasks:
+        groups.setdefault((plan.ref.benchmark, plan.ref.suite), []).append(plan)
+    rows = [
+        _row(bench, suite, get_adapter(bench).describe_suite(suite), plans, found, model)
+        for (bench, suite), plans in groups.items()
+    ]
+    total = _row("total", "", {}, campaign.tasks, found, model)
+    to_run = [batch for batch in campaign.batches() if not found.is_done(batch)]
+    notes = []
+    if sum(row.manifests_to_build for row in rows) != total.manifests_to_build:
+        notes.append("suites that share manifests (RoboTwin seen/unseen) count them in each row; the total once")
+    if found.manifests_cached:
+        notes.append(f"{len(found.manifests_cached)} of the manifests to build are in the manifest cache (copied)")
+    return Plan(
+        run=campaign.run,
+        root=str(campaign.out),  # results/<run>, or results/<run>/<policy> for one of several policies
+        policy_identity=campaign.policy.identity,
+        other_policy_identities=found.other_policy_identities(campaign.policy.identity),
+        rows=rows,
+        total=total,
+        invalid=sorted(found.bad.values(), key=lambda bad: bad.batch.path),
+        estimate=estimate(model, campaign, to_run, workers, batch_overhead_s),
+        seconds_per_step=seconds_per_step,
+        batch_overhead_s=batch_overhead_s,
+        notes=notes,
+    )
+
+
+_COLUMNS = (
+    ("benchmark", "benchmark"),
+    ("suite", "suite"),
+    ("tasks", "tasks"),
+    ("episodes", "episodes"),
+    ("batches", "batches"),
+    ("done", "done"),
+    ("to run", "to_run"),
+    ("invalid", "invalid"),
+    ("manifests to build", "manifests_to_build"),
+    ("steps/episode", "steps_per_episode"),
+    ("GPU-h to run", "gpu_hours_to_run"),
+    ("priced by", "priced_by"),
+)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, tuple):
+        low, high = value
+        return str(low) if low == high else f"{low}-{high}"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h"
+
+
+def render_text(plan: Plan, max_invalid: int = 5) -> str:
+    """The table, the cost line and its assumptions; at most `max_invalid` bad result files named."""
+    cells = [[_cell(getattr(row, key)) for _, key in _COLUMNS] for row in [*plan.rows, plan.total]]
+    widths = [max(len(header), *(len(row[i]) for row in cells)) for i, (header, _) in enumerate(_COLUMNS)]
+    text_columns = {0, 1, len(_COLUMNS) - 1}
+
+    def line(values: list[str]) -> str:
+        padded = (
+            v.ljust(w) if i in text_columns else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        )
+        return "  ".join(padded).rstrip()
+
+    evaluated = ", ".join(dict.fromkeys(row.benchmark for row in plan.rows))
+    out = [f"Plan of run {plan.run} ({plan.root})", f"policy identity: {plan.policy_identity} (evaluates {evaluated})"]
+    for identity, files in sorted(plan.other_policy_identities.items()):
+        out.append(f"  also found in {files} existing result file(s), which do not count: {identity}")
+    out += [line([header for header, _ in _COLUMNS]), *(line(row) for row in cells)]
+    out += [f"note: {note}" for note in plan.notes]
+    est = plan.estimate
+    out.append(
+        f"Cost of the {plan.total.to_run} batches to run: {est.simulation_s / 3600:.2f} GPU-hours of simulation "
+        f"(whole campaign {est.campaign_simulation_s / 3600:.2f}); span on {est.workers} worker(s) "
+        f"{_hours(est.span_s)} (lower bound {_hours(est.lower_bound_s)})"
+    )
+    out += [f"  assumes: {assumption}" for assumption in est.assumptions]
+    if plan.invalid:
+        out.append(f"{len(plan.invalid)} result file(s) exist but do not count (counted as to run; delete them):")
+        out += [f"  {bad.reason}" for bad in plan.invalid[:max_invalid]]
+        if len(plan.invalid) > max_invalid:
+            out.append(f"  ... and {len(plan.invalid) - max_invalid} more (evalwf plan --json lists all)")
+    return "\n".join(out)
+
+
+def to_json(plan: Plan) -> dict[str, Any]:
+    """Everything render_text shows, every invalid file included, in plain JSON types."""
+
+    def row(item: PlanRow) -> dict[str, Any]:
+        data = asdict(item)
+        data["steps_per_episode"] = {"min": item.steps_per_episode[0], "max": item.steps_per_episode[1]}
+        return data
+
+    est = plan.estimate
+    return {
+        "run": plan.run,
+        "root": plan.root,
+        "policy_identity": plan.policy_identity,
+        "other_policy_identities": plan.other_policy_identities,
+        "rows": [row(item) for item in plan.rows],
+        "total": row(plan.total),
+        "invalid": [{"path": bad.batch.path, "reason": bad.reason} for bad in plan.invalid],
+        "cost": {
+            "workers": est.workers,
+            "seconds_per_step": plan.seconds_per_step,
+            "batch_overhead_s": plan.batch_overhead_s,
+            "gpu_hours_to_run": est.simulation_s / 3600,
+            "gpu_hours_campaign": est.campaign_simulation_s / 3600,
+            "span_hours": est.span_s / 3600,
+            "span_lower_bound_hours": est.lower_bound_s / 3600,
+            "assumptions": est.assumptions,
+        },
+        "notes": plan.notes,
+    }
+
+
+@cache
+def print_plan_once(campaign: Campaign) -> None:
+    """The plan at the top of `snakemake -n`, with the default assumptions; once per campaign, since Snakemake
+    may evaluate the input function that calls this more than once."""
+    hint = "(other worker counts or assumptions: evalwf plan --configfile ... --workers N --seconds-per-step S)"
+    print(f"{render_text(build_plan(campaign))}\n{hint}\n", flush=True)

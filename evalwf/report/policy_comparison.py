@@ -1,0 +1,181 @@
+"""The policies that evaluate one benchmark of a campaign side by side: per suite (and the average of suites) and
+per task, each policy's success with its 95 % Wilson interval and its difference to the benchmark's baseline policy
+with a 95 % interval by Newcombe's hybrid score method. The pairwise numbers are evalwf.report.compare's (compare_runs
+on the baseline's and the policy's folders, <results_dir>/<run>/<policy>/): this module only lays them out.
+
+Writes policy_comparison.csv (suites and the average), policy_comparison_tasks.csv, policy_comparison.md and
+success_by_policy.png (success per policy per suite: a training curve when the policies are steps of one run).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from evalwf.common.atomic import atomic_write_bytes, atomic_write_text
+from evalwf.plan.campaign import Campaign
+from evalwf.report.compare import compare_runs
+from evalwf.report.stats import wilson_interval
+from evalwf.report.tables import markdown_table
+
+COLUMNS = [
+    "benchmark",
+    "level",
+    "suite",
+    "task",
+    "instruction",
+    "policy",
+    "policy_identity",
+    "baseline",
+    "successes",
+    "episodes",
+    "success_pct",
+    "wilson_low_pct",
+    "wilson_high_pct",
+    "difference_pp",
+    "ci95_low_pp",
+    "ci95_high_pp",
+    "significant",
+]
+
+
+def _pct(value: float) -> float:
+    return math.nan if math.isnan(value) else round(100 * value, 1)
+
+
+def comparison_table(campaign: Campaign, benchmark: str) -> pd.DataFrame:
+    """One row per (suite, average or task) x policy, in config order; the baseline's difference columns empty."""
+    baseline_name = campaign.baseline_of(benchmark)
+    baseline = campaign.member(baseline_name)
+    rows = []
+    for member in campaign.policies_of(benchmark):
+        name = member.policy.name
+        pairs, _, _ = compare_runs(baseline.out, member.out)  # B - A = this policy - baseline (Newcombe)
+        for r in pairs[pairs["benchmark"] == benchmark].to_dict("records"):
+            successes, episodes = r["successes_b"], r["episodes_b"]
+            counted = episodes is not None and not pd.isna(episodes) and episodes > 0
+            low, high = wilson_interval(int(successes), int(episodes)) if counted else (math.nan, math.nan)
+            if r["level"] == "average" and pd.isna(r["ci95_low_pp"]):  # mean of unequal suites: no interval
+                low, high = math.nan, math.nan
+            is_baseline = name == baseline_name
+            rows.append(
+                {
+                    "benchmark": benchmark,
+                    "level": r["level"],
+                    "suite": r["suite"],
+                    "task": r["task"],
+                    "instruction": r["instruction"],
+                    "policy": name,
+                    "policy_identity": member.policy.identity,
+                    "baseline": baseline_name,
+                    "successes": int(successes) if counted else None,
+                    "episodes": int(episodes) if counted else None,
+                    "success_pct": r["success_pct_b"],
+                    "wilson_low_pct": _pct(low),
+                    "wilson_high_pct": _pct(high),
+                    "difference_pp": math.nan if is_baseline else r["difference_pp"],
+                    "ci95_low_pp": math.nan if is_baseline else r["ci95_low_pp"],
+                    "ci95_high_pp": math.nan if is_baseline else r["ci95_high_pp"],
+                    "significant": "baseline" if is_baseline else r["significant"],
+                }
+            )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
+    def num(value: Any, fmt: str) -> str:
+        return "-" if pd.isna(value) else format(value, fmt)
+
+    out = []
+    for _, r in table.iterrows():
+        row = {"suite": str(r["suite"])}
+        if with_task:
+            row["task"] = str(r["task"])
+        counts = "-" if pd.isna(r["episodes"]) else f"{int(r['successes'])}/{int(r['episodes'])}"
+        row.update(
+            {
+                "policy": str(r["policy"]),
+                "success %": f"{num(r['success_pct'], '.1f')} ({counts})",
+                "95% CI (Wilson)": (
+                    "-" if pd.isna(r["wilson_low_pct"]) else f"[{r['wilson_low_pct']:.1f}, {r['wilson_high_pct']:.1f}]"
+                ),
+                "vs baseline pp": num(r["difference_pp"], "+.1f"),
+                "95% CI (Newcombe)": (
+                    "-" if pd.isna(r["ci95_low_pp"]) else f"[{r['ci95_low_pp']:+.1f}, {r['ci95_high_pp']:+.1f}]"
+                ),
+                "significant": str(r["significant"] or "-"),
+            }
+        )
+        out.append(row)
+    return out
+
+
+def format_markdown(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> str:
+    right = {"success %", "95% CI (Wilson)", "vs baseline pp", "95% CI (Newcombe)"}
+    suites = _cells(table[table["level"].isin(["suite", "average"])], with_task=False)
+    tasks = _cells(table[table["level"] == "task"], with_task=True)
+    identities = [f"- {member.policy.name}: {member.policy.identity}" for member in campaign.policies_of(benchmark)]
+    return "\n".join(
+        [
+            f"# {campaign.run} / {benchmark}: policies compared (baseline {campaign.baseline_of(benchmark)})",
+            "",
+            *identities,
+            "",
+            "Success with its 95 % Wilson interval; difference to the baseline in percentage points with a 95 % "
+            "interval for the difference of two proportions (Newcombe's hybrid score method); significant when "
+            "that interval excludes 0.",
+            "",
+            "## Suites",
+            "",
+            markdown_table(suites, {c: c for c in suites[0]}, right) if suites else "(none)",
+            "",
+            "## Tasks",
+            "",
+            markdown_table(tasks, {c: c for c in tasks[0]}, right) if tasks else "(none)",
+            "",
+        ]
+    )
+
+
+def plot_success_by_policy(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> bytes:
+    """Success per policy (x, config order) per suite (one line each) with Wilson error bars."""
+    names = [member.policy.name for member in campaign.policies_of(benchmark)]
+    suites = table[table["level"] == "suite"]
+    figure, axis = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 2), 4))
+    for suite, rows in suites.groupby("suite", sort=False):
+        rows = rows.set_index("policy").reindex(names)
+        y = rows["success_pct"].astype(float)
+        below = (y - rows["wilson_low_pct"].astype(float)).clip(lower=0)
+        above = (rows["wilson_high_pct"].astype(float) - y).clip(lower=0)
+        axis.errorbar(range(len(names)), y, yerr=[below, above], marker="o", capsize=3, label=str(suite))
+    axis.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    axis.set_ylim(-2, 102)
+    axis.set_ylabel("success % (95% Wilson)")
+    axis.set_title(f"{campaign.run} / {benchmark}: success per policy (baseline {campaign.baseline_of(benchmark)})")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize="small")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def write_policy_comparison(campaign: Campaign, benchmark: str, paths: dict[str, str]) -> pd.DataFrame:
+    """Write the outputs Campaign.comparison_paths names, print the suite table; the table is returned."""
+    table = comparison_table(campaign, benchmark)
+    suites = table[table["level"].isin(["suite", "average"])]
+    atomic_write_text(paths["suites"], suites.to_csv(index=False))
+    atomic_write_text(paths["tasks"], table[table["level"] == "task"].to_csv(index=False))
+    markdown = format_markdown(campaign, benchmark, table)
+    atomic_write_text(paths["markdown"], markdown)
+    atomic_write_bytes(paths["plot"], plot_success_by_policy(campaign, benchmark, table))
+    print(markdown.split("## Tasks")[0], flush=True)
+    return table

@@ -1,0 +1,230 @@
+"""The bodies of the workflow's job steps: seal a manifest, evaluate one batch.
+
+The simulator side of both runs in the benchmark's own interpreter when its section names one
+(`benchmarks.<name>.python`, evalwf.job.interpreter): the job body resolves the plan and the policy
+endpoint here, then hands the step to `python -m evalwf.job.sim_step` there. Without it, in process.
+
+The policy endpoint of a batch: an external server (`policy.url`), checked with an openpi handshake before the
+batch; else the endpoint its worker gives it (EVAL_POLICY_ENDPOINT); without one (local profile) a guarded policy
+server of its own for the duration of the batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from evalwf.common.atomic import atomic_write_text
+from evalwf.common.errors import SimulatorEnvError
+from evalwf.contract.failure import CAUSE_FILE_ENV, write_cause
+from evalwf.job import sim_step
+from evalwf.job.interpreter import run_in_interpreter
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.interpreter import resolve_interpreter
+from evalwf.policy.client import ENDPOINT_ENV, IDENTITY_ENV, PolicyServerError, check_endpoint
+from evalwf.policy.spec import EXTERNAL_ENDPOINT, metadata_digest
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.now().strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class _Tee:
+    def __init__(self, *streams: TextIO):
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+            stream.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
+
+
+_REDIRECT_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def logged_to(path: str) -> Iterator[None]:
+    """Copy this job's stderr into its Snakemake log file (a run: block has no shell redirection); in a worker's
+    job step, record the exception it fails with for the worker (evalwf.contract.failure).
+
+    sys.stderr is process-wide: local rules that Snakemake runs in threads of one process (the gather steps of
+    several policies or benchmarks) take turns here, or one's exit would leave sys.stderr on another's closed
+    log file."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with (
+        _REDIRECT_LOCK,
+        open(path, "a", encoding="utf-8") as handle,
+        contextlib.redirect_stderr(_Tee(sys.stderr, handle)),
+    ):
+        try:
+            yield
+        except BaseException as error:
+            log(f"FAILED: {type(error).__name__}: {error}")
+            if os.environ.get(CAUSE_FILE_ENV):  # a worker's job step: it reports this as the task's error
+                write_cause(os.environ[CAUSE_FILE_ENV], error)
+            raise
+
+
+def run_logged(log_path: str, function: Callable[..., object], *args: object) -> None:
+    """Run a job body with its stderr copied into the job's log file."""
+    with logged_to(log_path):
+        function(*args)
+
+
+def _run_sim_step(campaign: Campaign, benchmark: str, request: dict[str, Any], what: str) -> None:
+    """In the benchmark's interpreter when its section names one, else in process."""
+    python = resolve_interpreter(campaign.section(benchmark).get("python"), benchmark)
+    if python is None:
+        sim_step.run_request(request)
+        return
+    run_in_interpreter(python, request, log, what)
+    if not Path(request["output"]).exists():
+        raise SimulatorEnvError(f"{what}: {python} exited 0 but did not write {request['output']}")
+
+
+def seal_task_manifest(campaign: Campaign, output: str) -> None:
+    plans = {os.path.normpath(path): plan for path, plan in campaign.manifests().items()}
+    plan = plans.get(os.path.normpath(output))
+    if plan is None:
+        raise ValueError(f"manifest {output} is not planned by this config (the config changed?)")
+    request = {
+        "kind": "manifest",
+        "benchmark": plan.ref.benchmark,
+        "definition": plan.definition,
+        "scope": plan.scope,
+        "task": plan.ref.task,
+        "section": campaign.section(plan.ref.benchmark),
+        "output": output,
+        "cache_dir": campaign.config["manifest_cache"],
+    }
+    _run_sim_step(campaign, plan.ref.benchmark, request, f"manifest {output}")
+
+
+def external_server(campaign: Campaign) -> dict[str, Any]:
+    """The openpi handshake with an external server (policy.url) before a batch: what it says it serves."""
+    url = campaign.policy.url
+    assert url is not None
+    log(f"policy {campaign.policy.name}: checking the external server {url} (openpi handshake)")
+    metadata = check_endpoint(url, timeout_s=campaign.policy.startup_timeout_s, what="policy.url")
+    digest = metadata_digest(metadata)
+    log(f"policy server {url} answered: metadata {digest} {sorted(map(str, metadata))}")
+    return {"url": url, "metadata_digest": digest}
+
+
+@contextlib.contextmanager
+def policy_endpoint(campaign: Campaign, log_dir: Path) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """(endpoint, external server record): policy.url (health-checked), else the worker's endpoint if it gave
+    one (checked to serve this policy), else a server of our own."""
+    served = os.environ.get(IDENTITY_ENV)
+    if served and served != campaign.policy.identity:
+        raise PolicyServerError(
+            f"the worker's policy server serves {served}, but this batch needs {campaign.policy.identity}"
+        )
+    if campaign.policy.external:
+        server = external_server(campaign)
+        yield server["url"], server
+        return
+    endpoint = os.environ.get(ENDPOINT_ENV)
+    if endpoint and endpoint != EXTERNAL_ENDPOINT:
+        yield endpoint, None
+        return
+    from evalwf.worker.policy_server import GuardedPolicyServer
+
+    log(f"no {ENDPOINT_ENV} set: starting policy server {campaign.policy.name} for this batch")
+    with GuardedPolicyServer(gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""), log_dir=log_dir) as server:
+        yield server.ensure(campaign.policy), None
+
+
+def record_campaign(config: dict[str, Any], output: str) -> None:
+    """Snapshot of the validated config, with the policy identity (several policies: each one's, and which
+    policies evaluate which benchmark), for the status command and the report."""
+    from evalwf.plan.config import benchmark_policies, campaign_policy_blocks, several_policies
+    from evalwf.policy.spec import PolicySpec
+
+    identities = {block["name"]: PolicySpec.from_config(block).identity for block in campaign_policy_blocks(config)}
+    if several_policies(config):
+        snapshot = {**config, "policy_identity": identities[config["baseline"]], "policy_identities": identities}
+        snapshot["benchmark_policies"] = {
+            benchmark: [block["name"] for block in blocks] for benchmark, blocks in benchmark_policies(config).items()
+        }
+    else:
+        snapshot = {**config, "policy_identity": next(iter(identities.values()))}
+    atomic_write_text(output, yaml.safe_dump(snapshot, sort_keys=False))
+
+
+def summarize(campaign: Campaign, outputs: Any) -> None:
+    """Gather step; `outputs` is the rule's named output list (keys as Campaign.summary_paths)."""
+    from evalwf.report.aggregate import summarize_benchmark
+
+    named = dict(outputs.items())
+    found = [
+        (member, b)
+        for member in campaign.policy_campaigns()  # several policies: the policy whose summary this is
+        for b in member.benchmarks
+        if member.summary_paths(b)["tasks"] == named["tasks"]
+    ]
+    if not found:
+        raise ValueError(f"{named['tasks']} is not a summary this config plans")
+    campaign, benchmark = found[0]
+    summarize_benchmark(campaign, benchmark, named)  # prints the suite, reference and task tables
+    log(f"{benchmark}: tables in {named['markdown']} and {named['latex']}, plot {named['plot']}")
+
+
+def compare_policies(campaign: Campaign, outputs: Any) -> None:
+    """Gather step across the policies of a benchmark: success per policy and the difference to the baseline."""
+    from evalwf.report.policy_comparison import write_policy_comparison
+
+    named = dict(outputs.items())
+    benchmark = next(
+        (b for b in campaign.compared_benchmarks() if campaign.comparison_paths(b)["suites"] == named["suites"]), None
+    )
+    if benchmark is None:
+        raise ValueError(f"{named['suites']} is not a comparison this config plans")
+    write_policy_comparison(campaign, benchmark, named)
+    log(f"{benchmark}: policy comparison in {named['markdown']} and {named['suites']}, plot {named['plot']}")
+
+
+def evaluate_batch(campaign: Campaign, output: str) -> None:
+    """Evaluate the planned batch whose result file is `output` (in the benchmark's interpreter)."""
+    batches = {os.path.normpath(b.path): b for b in campaign.batches()}
+    batch = batches.get(os.path.normpath(output))
+    if batch is None:
+        raise ValueError(f"batch {output} is not planned by this config (the config changed?)")
+    benchmark, suite, task = batch.ref.benchmark, batch.ref.suite, batch.ref.task
+    plan = campaign.task_plan(benchmark, suite, task)
+    resolve_interpreter(campaign.section(benchmark).get("python"), benchmark)  # missing: fail before any server
+    artifacts = campaign.benchmark_dir(benchmark) / "artifacts"
+    with policy_endpoint(campaign, artifacts / "logs") as (endpoint, server):
+        request = {
+            "kind": "batch",
+            "run": campaign.run,
+            "benchmark": benchmark,
+            "suite": suite,
+            "task": task,
+            "episode_start": batch.episodes.start,
+            "episode_count": batch.episodes.count,
+            "section": campaign.section(benchmark),
+            "manifest_path": plan.manifest_path,
+            "manifest_hash": plan.manifest_hash,
+            "endpoint": endpoint,
+            "infer_timeout_s": campaign.policy.infer_timeout_s,
+            "policy_identity": campaign.policy.identity,
+            "policy_server": server,
+            "output": output,
+            "artifacts_dir": str(artifacts),
+            "video_dir": str(Path(output).parent / "videos"),
+        }
+        _run_sim_step(campaign, benchmark, request, f"{benchmark} {suite}/{task} batch {batch.episodes.label}")

@@ -1,0 +1,151 @@
+"""Elastic GPU worker: claims Labtasker tasks (Snakemake job steps) and runs them against its own policy server.
+
+    python -m evalwf.worker.main --gpus 0,1 [--slots K] [--queue Q] [--route R] [--idle-timeout S]
+                                        [--allow-workflow DIR ...] [--url URL]
+
+`--gpus 0,1,...` starts one worker process per GPU (CUDA_VISIBLE_DEVICES set for everything it runs), each
+under a guardian so that it dies with this process. Each GPU worker:
+- owns ONE policy server (evalwf.worker.policy_server.GuardedPolicyServer) started from the policy of the
+  campaign's own config files (a task carries only the policy identity, which must match), reused across
+  batches while the policy identity is unchanged, restarted when it changes or the server died; its K job
+  slots (--slots) share it;
+- runs only Snakemake job steps of an allowed workflow directory (--allow-workflow, default: the current
+  directory), whose command line it builds itself from an allow-list (evalwf/worker/job_payload.py: a
+  task names a job, never a command), in that directory, with its own interpreter, under a guardian, with
+  EVAL_POLICY_ENDPOINT / EVAL_POLICY_IDENTITY / CUDA_VISIBLE_DEVICES / EVAL_WORKER_ID /
+  EVAL_LABTASKER_TASK_ID in the environment;
+- starts each job step from a spare guardian that imported Snakemake and the Snakefile's modules while the slot
+  was idle (evalwf/worker/warm_step.py; --cold-job-steps for a fresh interpreter per step);
+- runs the node checks of `evalwf doctor` (evalwf/worker/node_gate.py) before its first job of each benchmark of a
+  campaign (at start for --configfile), and hands the jobs of a benchmark whose checks failed back uncharged, naming
+  the refusal in its log and its queue registration (the submitter shows it);
+- reports success only if the job's declared outputs exist (a job step whose submitter has exited silently
+  exits 0 doing nothing);
+- on SIGTERM/SIGINT/SIGHUP hands its tasks back uncharged (pending) and kills its children; after kill -9
+  the guardians kill and reap them.
+
+Without --url / LABTASKER_URL / LABTASKER_SOCKET the worker uses (and if needed starts) the embedded
+Labtasker server of the first allowed workflow directory, the same one `snakemake --profile
+profiles/labtasker` uses there, on its Unix socket (owner-only: no token exists). With a URL the token is read
+from LABTASKER_TOKEN, removed from the environment of everything the worker starts and never written to a log.
+
+The worker writes <log-dir>/status.json (policy server loads, tasks done, running tasks) after every change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from urllib.parse import urlparse
+
+from evalwf.contract import DEFAULT_ROUTE, QUEUE_ENV, default_queue
+from evalwf.queue.embedded_server import EmbeddedServerKeeper
+from evalwf.queue.endpoint import QueueEndpoint
+from evalwf.queue.tls import ca_bundle_problem
+from evalwf.worker.gpu_worker import GpuWorker
+from evalwf.worker.job_payload import TaskRefused, validate_task
+from evalwf.worker.log import log
+from evalwf.worker.shared_server import SharedPolicyServer
+from evalwf.worker.supervisor import supervise
+from evalwf.worker.warm_step import WARM_ENV, warm_enabled
+
+__all__ = ["GpuWorker", "SharedPolicyServer", "TaskRefused", "main", "parse_args", "validate_task"]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m evalwf.worker.main", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpus", default="0", help="comma-separated GPU ids: one worker process per GPU (default 0)")
+    parser.add_argument("--slots", type=int, default=1, help="job slots per GPU sharing its policy server (default 1)")
+    parser.add_argument(
+        "--queue", default=default_queue(), help=f"Labtasker queue (default: ${QUEUE_ENV}, else evalwf)"
+    )
+    parser.add_argument("--route", default=DEFAULT_ROUTE, help="claim only tasks submitted with this route")
+    parser.add_argument("--idle-timeout", type=float, default=0.0, help="exit after S idle seconds (0 = never)")
+    parser.add_argument(
+        "--allow-workflow",
+        action="append",
+        metavar="DIR",
+        help="workflow directory whose job steps this worker may run (repeatable; default: current directory)",
+    )
+    parser.add_argument(
+        "--allow-config",
+        action="append",
+        metavar="DIR",
+        help="take config files only from inside these directories (repeatable; default: anywhere in an allowed "
+        "workflow directory except where jobs write)",
+    )
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="check the node for these campaign config(s) at start (`evalwf doctor`'s checks, evalwf/worker/"
+        "node_gate.py); without it each campaign's benchmark is checked at its first task. A benchmark whose checks "
+        "fail is refused: its tasks go back to the queue uncharged",
+    )
+    parser.add_argument("--url", default=None, help="Labtasker server URL (default: $LABTASKER_URL, else embedded)")
+    parser.add_argument("--server-root", default=None, help="root of the embedded Labtasker server (see the plugin)")
+    parser.add_argument(
+        "--log-dir", default=None, help="logs and status.json (default: <workflow>/.snakemake/labtasker/workers/<id>)"
+    )
+    parser.add_argument("--worker-id", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--poll-max", type=float, default=2.0, help="longest pause between claims when idle (s)")
+    parser.add_argument("--heartbeat", type=float, default=20.0, help="heartbeat interval while running (s)")
+    parser.add_argument(
+        "--cold-job-steps",
+        action="store_true",
+        default=not warm_enabled(),
+        help=f"start every job step as a fresh `python -m snakemake` instead of from a spare that has Snakemake "
+        f"imported already (evalwf/worker/warm_step.py; also {WARM_ENV}=0)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(sys.argv[1:] if argv is None else argv)
+    from evalwf.queue.embedded_server import EmbeddedServerError, ensure_embedded_server, with_loopback_no_proxy
+
+    with_loopback_no_proxy(os.environ)
+    bundle = ca_bundle_problem()  # Labtasker's client loads it when it is created: say what is wrong, not ENOENT
+    if bundle is not None:
+        log(bundle)
+        return 2
+    allowed = [os.path.realpath(d) for d in (options.allow_workflow or [os.getcwd()])]
+    options.allow_workflow = allowed
+    if options.allow_config:
+        options.allow_config = [os.path.realpath(d) for d in options.allow_config]
+    if options.configfile:
+        options.configfile = [os.path.realpath(path) for path in options.configfile]
+    token = os.environ.pop("LABTASKER_TOKEN", None)  # never inherited by job steps or policy servers
+    url = options.url or os.environ.get("LABTASKER_URL") or None
+    keeper = None
+    if url:
+        endpoint = QueueEndpoint(url=url, token=token)
+    elif os.environ.get("LABTASKER_SOCKET"):
+        endpoint = QueueEndpoint(socket=os.environ["LABTASKER_SOCKET"])
+    else:
+        try:
+            endpoint = ensure_embedded_server(allowed[0], root=options.server_root, log=log)
+        except EmbeddedServerError as error:
+            log(str(error))
+            return 2
+        keeper = EmbeddedServerKeeper(allowed[0], endpoint, root=options.server_root, log=log)
+    host = urlparse(url).hostname if url else None
+    if host and host not in ("127.0.0.1", "localhost", "::1") and token is None:
+        log(f"warning: {url} is not on loopback and LABTASKER_TOKEN is not set; a shared server should require one")
+    gpus = [g.strip() for g in str(options.gpus).split(",") if g.strip()]
+    if not gpus:
+        log("--gpus names no GPU")
+        return 2
+    if len(gpus) > 1:
+        if token is not None:
+            os.environ["LABTASKER_TOKEN"] = token  # for the child workers only; each removes it again
+        # children of an embedded server find it themselves (and so can restart it); an explicit URL is passed on
+        return supervise(options, gpus, options.url or os.environ.get("LABTASKER_URL"))
+    options.gpus = gpus[0]
+    return GpuWorker(options, endpoint, allowed, keeper).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
