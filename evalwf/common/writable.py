@@ -3,8 +3,8 @@ fails deep inside (a long traceback naming no path) or, worse, a worker evaluate
 
 from __future__ import annotations
 
+import errno
 import os
-import tempfile
 from pathlib import Path
 
 from evalwf.common.errors import ConfigError
@@ -16,19 +16,29 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+def _why_not_writable(directory: Path) -> str | None:
+    """Why files cannot be created in `directory` (an existing directory), None when they can. Asked of the kernel
+    (access(2) with the effective ids: it counts root, ACLs and a read-only mount, which permission bits do not
+    tell) and not tried with a file: it is asked while Snakemake parses the workflow, and a dry run writes nothing."""
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return os.strerror(errno.EROFS)
+    except OSError as error:
+        return error.strerror or str(error)
+    effective = os.access in os.supports_effective_ids
+    if not os.access(directory, os.W_OK | os.X_OK, effective_ids=effective):
+        return os.strerror(errno.EACCES)
+    return None
+
+
 def check_writable(key: str, directory: str | os.PathLike[str]) -> None:
     """Raise ConfigError naming `key` and `directory` unless files can be created there (or where it will be
-    created). Tried for real with a temporary file: permission bits say nothing to root or on read-only mounts."""
+    created), without writing anything."""
     target = Path(directory).absolute()
     existing = _nearest_existing(target)
     fix = f"set {key} to a directory you can write, or fix the permissions"
     if not existing.is_dir():
         raise ConfigError(f"config key '{key}': {target} cannot be created: {existing} is not a directory; {fix}")
-    try:
-        handle, probe = tempfile.mkstemp(prefix=".write-test-", dir=existing)
-    except OSError as error:
-        raise ConfigError(
-            f"config key '{key}': the directory {target} is not writable ({error.strerror} at {existing}); {fix}"
-        ) from None
-    os.close(handle)
-    os.unlink(probe)
+    reason = _why_not_writable(existing)
+    if reason is not None:
+        raise ConfigError(f"config key '{key}': the directory {target} is not writable ({reason} at {existing}); {fix}")

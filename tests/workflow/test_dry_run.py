@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import time
+from pathlib import Path
+
 from conftest import REPO, job_counts, run_snakemake, standin_config, write_config
+from runkit import fabricate_run
 
 
 def dry_run(tmp_path, *configs: str) -> dict[str, int]:
@@ -87,3 +92,45 @@ def test_invalid_config_fails_before_any_job_with_one_clear_message(tmp_path):
     output = completed.stdout + completed.stderr
     assert "config key 'benchmarks.standin.batch_size'" in output
     assert "evaluate_batch" not in output
+
+
+def _tree(root: Path, skip: Path) -> dict[str, tuple[str, int, int, str]]:
+    """Every entry under `root` but `skip`: its kind, mode, mtime (a directory's changes when an entry is created
+    or removed in it, even a file written and deleted again) and a file's content hash."""
+    found = {}
+    for path in [root, *sorted(root.rglob("*"))]:
+        if path == skip or skip in path.parents:
+            continue
+        info = path.lstat()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+        kind = "dir" if path.is_dir() else "file"
+        found[str(path.relative_to(root))] = (kind, info.st_mode, info.st_mtime_ns, digest)
+    return found
+
+
+def test_a_dry_run_writes_nothing_but_manifests_restored_from_the_cache(tmp_path):
+    """`snakemake -n` on a campaign half done leaves every file and directory as it was (nothing written, not even
+    a probe file removed again), except a missing sealed manifest put back byte for byte from the cache."""
+    data = tmp_path / "data"
+    data.mkdir()
+    campaign = fabricate_run(data, lambda suite, task, index: index % 2 == 0, skip={"reach/0002-2", "open/0000-2"})
+    plan = campaign.task_plan("standin", "alpha", "push")
+    restored = Path(plan.manifest_path)
+    cached = Path(campaign.config["manifest_cache"]) / "standin" / f"{plan.manifest_hash}.json"
+    restored.unlink()  # its directory keeps the task reach's manifest
+    workdir = tmp_path / "wf"
+    workdir.mkdir()
+    configfile = write_config(workdir / "c.yaml", standin_config(data))
+    before = _tree(tmp_path, workdir / ".snakemake")
+    time.sleep(0.05)  # a directory touched by the dry run gets another mtime than the one recorded
+    completed = run_snakemake(workdir, "-n", "--configfile", str(configfile))
+    assert job_counts(completed.stdout)["evaluate_batch"] == 2, completed.stdout[-2000:]
+    after = _tree(tmp_path, workdir / ".snakemake")
+    assert restored.read_bytes() == cached.read_bytes(), "the restored manifest is the cache's, byte for byte"
+    allowed = {
+        str(restored.relative_to(tmp_path)),  # the copy from the cache
+        str(restored.parent.relative_to(tmp_path)),  # the directory it was put in
+        str(workdir.relative_to(tmp_path)),  # Snakemake's own .snakemake/ was created there
+    }
+    changed = sorted(key for key in (set(before) | set(after)) - allowed if before.get(key) != after.get(key))
+    assert not changed, f"the dry run changed {changed}"
