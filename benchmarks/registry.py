@@ -1,8 +1,10 @@
 """The benchmarks this workflow evaluates: registering one is one line here.
 
-A benchmark is one folder under benchmarks/ (a package) holding `adapter.py` (module attribute ADAPTER, a
-evalwf.benchmark.adapter.BenchmarkAdapter) and `schema.yaml` (its config section, defaults included). Everything
-that names benchmarks reads this table: the config schema's `benchmarks` and `reference` keys
+A benchmark is one folder under benchmarks/ (a package) holding `adapter.py` (module attribute `Adapter`, its
+evalwf.benchmark.adapter.BenchmarkAdapter subclass), `settings.py` (the frozen dataclass its adapter reads) and
+`schema.yaml` (its config section, defaults included); docs/adding-a-benchmark.md walks through one. The key here
+is the benchmark's name everywhere: the registry makes the adapter's one instance with it. Everything that names
+benchmarks reads this table: the config schema's `benchmarks` and `reference` keys
 (evalwf.plan.config), the `benchmark` wildcard of the workflow (workflow/rules/common.smk) and the adapter
 lookup (evalwf.benchmark.adapter.get_adapter).
 """
@@ -39,9 +41,17 @@ def package(benchmark: str) -> str:
         raise KeyError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}") from None
 
 
+# (benchmark, package) -> its adapter instance, made once
+_ADAPTERS: dict[tuple[str, str], Any] = {}
+
+
 def adapter(benchmark: str) -> Any:
-    """The benchmark's adapter instance (imported on first use: adapters import no simulator)."""
-    return importlib.import_module(f"{package(benchmark)}.adapter").ADAPTER
+    """The benchmark's adapter instance, named `benchmark` (its module imported on first use: adapters import no
+    simulator)."""
+    key = (benchmark, package(benchmark))
+    if key not in _ADAPTERS:
+        _ADAPTERS[key] = importlib.import_module(f"{key[1]}.adapter").Adapter(benchmark)
+    return _ADAPTERS[key]
 
 
 def schema_file(benchmark: str) -> Traversable:

@@ -219,8 +219,8 @@ class Executor(RemoteExecutor):
         survive_lost_terminal(self.logger)  # type: ignore[arg-type]
         interrupt_on_hangup(self._hung_up, cancelling=lambda: getattr(self, "_cancelling", False))
         self.workdir = os.path.realpath(os.getcwd())
-        self.queue = settings.queue or DEFAULT_QUEUE
-        self.route = settings.route or DEFAULT_ROUTE
+        self.queue = settings.queue
+        self.route = settings.route
         self.campaign = campaign_key(self.workdir)
         # what the workers allow (their --allow-workflow; by default the workflow directory they are started in)
         extra = [os.path.realpath(d) for d in (settings.allow_workflow or "").split(os.pathsep) if d]
@@ -230,7 +230,7 @@ class Executor(RemoteExecutor):
                 "labtasker executor: this Snakemake has no persistence.external_jobids, which resuming a killed "
                 "submitter relies on; use the pinned snakemake (pyproject.toml)"
             )
-        self.scheduling = settings.scheduling or "longest-first"
+        self.scheduling = settings.scheduling
         if self.scheduling not in SCHEDULING_MODES:
             raise WorkflowError(
                 f"labtasker executor: --labtasker-scheduling {self.scheduling!r}: use {' or '.join(SCHEDULING_MODES)}"

@@ -14,7 +14,7 @@ from conftest import standin_config
 
 from evalwf.benchmark.adapter import get_adapter
 from evalwf.benchmark.rollout import episode_record
-from evalwf.plan.campaign import Campaign
+from evalwf.plan.campaign import Campaign, PolicyCampaign
 from evalwf.plan.config import validate_config
 from evalwf.plan.manifest import seal_manifest
 from evalwf.plan.results import build_batch_result, write_batch_result
@@ -25,10 +25,10 @@ Extra = Callable[[str, str, int], dict[str, Any]]  # (suite, task, episode index
 
 def fabricate_run(
     tmp_path: Path, success: Outcome, *, skip: set[str] | None = None, extra: Extra | None = None, **overrides: Any
-) -> Campaign:
-    """Write every batch of a stand-in campaign (minus the batch labels in `skip`) with outcomes from `success`
-    and, with `extra`, each episode record's extra fields (a recorded video, say)."""
-    campaign = Campaign(validate_config(standin_config(tmp_path, **overrides)))
+) -> PolicyCampaign:
+    """Write every batch of a stand-in campaign of one policy (minus the batch labels in `skip`) with outcomes from
+    `success` and, with `extra`, each episode record's extra fields (a recorded video, say); its policy's campaign."""
+    campaign = Campaign(validate_config(standin_config(tmp_path, **overrides))).single()
     adapter = get_adapter("standin")
     for path, plan in campaign.manifests().items():
         seal_manifest(adapter, plan.definition, plan.scope, plan.ref.task, path, campaign.config["manifest_cache"])

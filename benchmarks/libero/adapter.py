@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.libero.settings import LiberoSettings
 from benchmarks.libero.suites import (
     ACTION_DIM,
     DUMMY_ACTION,
@@ -60,10 +61,10 @@ class _CheckedPolicy:
 class _TrialRunner:
     """Runs trials of one task on one env, created on first use and replaced after a simulator error."""
 
-    def __init__(self, ctx: BatchContext, spec: Any, init_states: np.ndarray, base_seed: int):
+    def __init__(self, ctx: BatchContext[LiberoSettings], spec: Any, init_states: np.ndarray, base_seed: int):
         self.ctx, self.spec, self.init_states, self.base_seed = ctx, spec, init_states, base_seed
-        self.settings = ctx.bench_cfg  # validated: the schema filled every default
-        self.max_steps = effective_max_steps(spec.suite, self.settings["max_steps"])
+        self.settings = ctx.settings
+        self.max_steps = effective_max_steps(spec.suite, self.settings.max_steps)
         self.env: Any = None
 
     def where(self, index: int) -> str:
@@ -79,7 +80,7 @@ class _TrialRunner:
         if self.env is None:
             from benchmarks.libero import env as libero_env
 
-            self.env = self._sim("env creation", lambda: libero_env.make_env(self.spec, self.settings["camera_size"]))
+            self.env = self._sim("env creation", lambda: libero_env.make_env(self.spec, self.settings.camera_size))
             self.env.seed(self.base_seed)  # openpi seeds each task env once; the manifest state overrides it
         return self.env
 
@@ -124,7 +125,7 @@ class _TrialRunner:
             obs = self._sim("set_init_state", lambda: env.set_init_state(self.init_states[init_index]))
             first_frame = np.ascontiguousarray(obs["agentview_image"])
             last = {"obs": obs}
-            save_video = settings["record_video"] != "none"
+            save_video = settings.record_video != "none"
 
             def step(action: Any) -> bool:
                 result = self._sim("env.step", lambda: env.step(list(action)))
@@ -135,15 +136,15 @@ class _TrialRunner:
 
             if save_video:
                 frames.append(rotate_180(first_frame))
-            for _ in range(settings["num_wait_steps"]):
+            for _ in range(settings.num_wait_steps):
                 step(DUMMY_ACTION)  # objects settle; not counted, success not checked (as openpi)
             tag = self.ctx.episode_tag(index, entry["seed"])
             outcome = chunked_rollout(
-                _CheckedPolicy(tag.policy(self.ctx.policy), settings["replan_steps"], where),
-                lambda: openpi_observation(last["obs"], self.spec.language, settings["resize_size"]),
+                _CheckedPolicy(tag.policy(self.ctx.policy), settings.replan_steps, where),
+                lambda: openpi_observation(last["obs"], self.spec.language, settings.resize_size),
                 lambda action: step(np.asarray(action, dtype=np.float64).tolist()),
                 max_steps=self.max_steps,
-                replan_steps=settings["replan_steps"],
+                replan_steps=settings.replan_steps,
                 tag=tag,
             )
             rollout_moved_rng = global_state_digest() != after_reset
@@ -155,15 +156,13 @@ class _TrialRunner:
         extra: dict[str, Any] = {
             "first_frame_sha256": hashlib.sha256(first_frame.tobytes()).hexdigest(),
             "max_steps": self.max_steps,
-            "max_steps_override": settings["max_steps"] is not None,
+            "max_steps_override": settings.max_steps is not None,
             "np_rng_state_sha256": entry["np_rng_state"]["sha256"],
             "rollout_consumed_global_rng": rollout_moved_rng,
         }
         if retried_after:
             extra["retried_after_simulator_error"] = retried_after
-        extra.update(
-            save_episode_video(self.ctx, settings["record_video"], f"trial{index:03d}", outcome.success, frames)
-        )
+        extra.update(save_episode_video(self.ctx, settings.record_video, f"trial{index:03d}", outcome.success, frames))
         return episode_record(
             index=index,
             seed=entry["seed"],
@@ -175,17 +174,17 @@ class _TrialRunner:
         )
 
 
-class LiberoAdapter(BenchmarkAdapter):
-    name = "libero"
+class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
+    settings_class = LiberoSettings
     record_setup_keys = ("init_state_index",)
     environment_setup = "build it with scripts/setup_libero.sh (make libero-env)"
     episode_packages = EPISODE_PACKAGES
 
-    def expand(self, bench_cfg: dict[str, Any]) -> list[TaskRef]:
+    def expand(self, settings: LiberoSettings) -> list[TaskRef]:
         """Suite names, task id types, uniqueness and the 50 trials are the schema's; here only what it cannot
         say: a task id beyond its suite's task count."""
         refs = []
-        for suite, tasks in bench_cfg["suites"].items():
+        for suite, tasks in settings.suites.items():
             count = SUITES[suite].num_tasks
             chosen = list(range(count)) if tasks == "all" else tasks
             bad = [t for t in chosen if t >= count]
@@ -206,7 +205,7 @@ class LiberoAdapter(BenchmarkAdapter):
         limits = ", ".join(f"{suite} {effective_max_steps(suite, None)}" for suite in section.get("suites", {}))
         return [f"LIBERO's horizon is cut to {section['max_steps']} steps (openpi allows {limits})"]
 
-    def node_checks(self, bench_cfg: dict[str, Any]) -> list[NodeCheck]:
+    def node_checks(self, settings: LiberoSettings) -> list[NodeCheck]:
         """The simulator's packages and config, its scene assets, and one frame rendered through EGL."""
         from benchmarks.libero import env as libero_env
 
@@ -231,17 +230,17 @@ class LiberoAdapter(BenchmarkAdapter):
         extra = (manifest or {}).get("extra") or {}
         return str(extra.get("language") or f"task {task}")
 
-    def episode_step_limit(self, bench_cfg: dict[str, Any], ref: TaskRef) -> int:
+    def episode_step_limit(self, settings: LiberoSettings, ref: TaskRef) -> int:
         # the wait steps are simulator steps too
-        return effective_max_steps(ref.suite, bench_cfg["max_steps"]) + bench_cfg["num_wait_steps"]
+        return effective_max_steps(ref.suite, settings.max_steps) + settings.num_wait_steps
 
-    def manifest_definition(self, bench_cfg: dict[str, Any], scope: str, task: str) -> dict[str, Any]:
+    def manifest_definition(self, settings: LiberoSettings, scope: str, task: str) -> dict[str, Any]:
         return {
             "benchmark": self.name,
             "suite": scope,
             "task_id": int(task),
-            "num_trials": bench_cfg["episodes_per_task"],
-            "base_seed": bench_cfg["seed"],
+            "num_trials": settings.episodes_per_task,
+            "base_seed": settings.seed,
             "libero_version": LIBERO_VERSION,
             "protocol": PROTOCOL,
         }
@@ -273,14 +272,14 @@ class LiberoAdapter(BenchmarkAdapter):
         return ManifestBody(episodes, extra)
 
     def sample_observation(
-        self, bench_cfg: dict[str, Any], ref: TaskRef, manifest: dict[str, Any] | None = None
+        self, settings: LiberoSettings, ref: TaskRef, manifest: dict[str, Any] | None = None
     ) -> SampleObservation:
         """openpi's LIBERO request, made by the same function as in evaluate_batch from a synthetic raw observation
         (blank cameras at camera_size, the robot at the origin): images, 8 state values, the task's instruction
         (from its manifest when built)."""
         from benchmarks.libero.observation import openpi_observation
 
-        size = bench_cfg["camera_size"]
+        size = settings.camera_size
         raw = {
             "agentview_image": np.zeros((size, size, 3), np.uint8),
             "robot0_eye_in_hand_image": np.zeros((size, size, 3), np.uint8),
@@ -289,10 +288,10 @@ class LiberoAdapter(BenchmarkAdapter):
             "robot0_gripper_qpos": np.zeros(2),
         }
         prompt = self.task_instruction(ref.task, manifest)
-        observation = openpi_observation(raw, prompt, bench_cfg["resize_size"])
-        return SampleObservation(observation, ACTION_DIM, bench_cfg["replan_steps"])
+        observation = openpi_observation(raw, prompt, settings.resize_size)
+        return SampleObservation(observation, ACTION_DIM, settings.replan_steps)
 
-    def evaluate_batch(self, ctx: BatchContext) -> Iterator[dict[str, Any]]:
+    def evaluate_batch(self, ctx: BatchContext[LiberoSettings]) -> Iterator[dict[str, Any]]:
         from benchmarks.libero import env as libero_env
         from benchmarks.libero.init_states import load_init_states
 
@@ -320,4 +319,4 @@ class LiberoAdapter(BenchmarkAdapter):
             runner.close()
 
 
-ADAPTER = LiberoAdapter()
+Adapter = LiberoAdapter

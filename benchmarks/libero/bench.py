@@ -107,21 +107,20 @@ def episode_bare_vs_harness(max_steps: int | None, rounds: int) -> dict[str, Any
     websocket + the workflow's client), and the same episode (the same actions) on the bare simulator, both
     including env creation; alternated `rounds` times so that machine load and warm-up affect both alike."""
     from benchmarks.libero import env as libero_env
-    from benchmarks.libero.adapter import ADAPTER
     from benchmarks.libero.init_states import load_init_states
     from benchmarks.libero.suites import DUMMY_ACTION
-    from evalwf.benchmark.adapter import BatchContext, TaskRef
+    from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
     from evalwf.benchmark.batches import EpisodeRange
     from evalwf.plan.config import validate_section
     from evalwf.policy.client import PolicyClient
 
     # the same validation (and schema defaults) as a campaign's section
-    cfg = validate_section(
-        "libero", {"episodes_per_task": 1, "batch_size": 1, "suites": {"libero_spatial": [0]}, "max_steps": max_steps}
-    )
+    section = {"episodes_per_task": 1, "batch_size": 1, "suites": {"libero_spatial": [0]}, "max_steps": max_steps}
+    cfg = benchmark_settings("libero", validate_section("libero", section))
+    adapter = get_adapter("libero")
     ref = TaskRef("libero", "libero_spatial", "0")
-    definition = ADAPTER.manifest_definition(cfg, "libero_spatial", "0")
-    manifest = {"definition": definition, "episodes": ADAPTER.build_manifest(definition, log=lambda _m: None).episodes}
+    definition = adapter.manifest_definition(cfg, "libero_spatial", "0")
+    manifest = {"definition": definition, "episodes": adapter.build_manifest(definition, log=lambda _m: None).episodes}
     spec = libero_env.task_spec("libero_spatial", 0)
     init_states = load_init_states(spec.init_states_file)
 
@@ -137,7 +136,7 @@ def episode_bare_vs_harness(max_steps: int | None, rounds: int) -> dict[str, Any
                 policy = _RecordingPolicy(client)
                 ctx = BatchContext(ref, EpisodeRange(0, 1), manifest, cfg, policy, Path(tmp), log=lambda _m: None)
                 started, cpu_started = time.monotonic(), time.process_time()
-                [record] = list(ADAPTER.evaluate_batch(ctx))
+                [record] = list(adapter.evaluate_batch(ctx))
                 policy.cpu_s = time.process_time() - cpu_started
                 return time.monotonic() - started, record, policy
         finally:
@@ -146,14 +145,14 @@ def episode_bare_vs_harness(max_steps: int | None, rounds: int) -> dict[str, Any
 
     def bare(actions: list[np.ndarray]) -> dict[str, float]:
         t0, cpu0 = time.monotonic(), time.process_time()
-        env = libero_env.make_env(spec, cfg["camera_size"])
+        env = libero_env.make_env(spec, cfg.camera_size)
         try:
             t1 = time.monotonic()
-            env.seed(cfg["seed"])  # as the harness run
+            env.seed(cfg.seed)  # as the harness run
             env.reset()
             env.set_init_state(init_states[0])
             t2 = time.monotonic()
-            for _ in range(cfg["num_wait_steps"]):
+            for _ in range(cfg.num_wait_steps):
                 env.step(list(DUMMY_ACTION))
             for action in actions:
                 env.step(action.tolist())
@@ -171,7 +170,7 @@ def episode_bare_vs_harness(max_steps: int | None, rounds: int) -> dict[str, Any
     harness_runs, harness_cpu, bare_runs = [], [], []
     for round_index in range(rounds):
         harness_s, record, policy = harness()
-        actions = [a for chunk in policy.chunks for a in chunk[: cfg["replan_steps"]]][: record["steps"]]
+        actions = [a for chunk in policy.chunks for a in chunk[: cfg.replan_steps]][: record["steps"]]
         bare_run = bare(actions)
         harness_runs.append(harness_s)
         harness_cpu.append(policy.cpu_s)

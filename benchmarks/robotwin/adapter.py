@@ -12,6 +12,7 @@ from typing import Any
 
 from benchmarks.robotwin.checkout import RobotwinCheckout, checkout_identity, resolve_root, task_config_sha256
 from benchmarks.robotwin.evaluator import RECORD_SETUP_KEYS, step_limit_override
+from benchmarks.robotwin.settings import RobotwinSettings
 from benchmarks.robotwin.tasks import (
     INSTRUCTION_TYPES,
     PLAY_ONCE_STATE,
@@ -30,8 +31,8 @@ PROTOCOL = "robotwin-stable_2.0/script/eval_policy.py"
 MAX_SEED_SCAN = 10000  # upstream scans forever; a task whose expert fails this often is broken
 
 
-class RobotwinAdapter(BenchmarkAdapter):
-    name = "robotwin"
+class RobotwinAdapter(BenchmarkAdapter[RobotwinSettings]):
+    settings_class = RobotwinSettings
     record_setup_keys = RECORD_SETUP_KEYS  # env_seed, instruction_seen, instruction_unseen
     summary_file = "benchmark_summary.csv"
     manifest_gpus = 1  # the expert check runs the simulator
@@ -39,29 +40,29 @@ class RobotwinAdapter(BenchmarkAdapter):
     # The simulator, its planner, and what seeds and draws from them (setup_demo seeds numpy and torch).
     episode_packages = ("numpy", "sapien", "mplib", "torch")
 
-    def expand(self, bench_cfg: dict[str, Any]) -> list[TaskRef]:
+    def expand(self, settings: RobotwinSettings) -> list[TaskRef]:
         """Task configs, instruction types and task names are the schema's enums: nothing left to check."""
-        tasks = list(TASKS) if bench_cfg["tasks"] == "all" else bench_cfg["tasks"]
+        tasks = list(TASKS) if settings.tasks == "all" else settings.tasks
         return [
             TaskRef(self.name, suite_name(task_config, kind), task)
-            for task_config in bench_cfg["task_configs"]
-            for kind in bench_cfg["instruction_types"]
+            for task_config in settings.task_configs
+            for kind in settings.instruction_types
             for task in tasks
         ]
 
     def known_suites(self) -> dict[str, int]:
         return {suite_name(config, kind): len(TASKS) for config in TASK_CONFIGS for kind in INSTRUCTION_TYPES}
 
-    def node_checks(self, bench_cfg: dict[str, Any]) -> list[NodeCheck]:
+    def node_checks(self, settings: RobotwinSettings) -> list[NodeCheck]:
         """The checkout and its assets, upstream's packages and patches, a task module, CUDA and one SAPIEN frame
         (benchmarks.robotwin.env_check, which scripts/setup_robotwin.sh runs too)."""
         from benchmarks.robotwin.env_check import node_checks
 
-        return node_checks(bench_cfg)
+        return node_checks(settings)
 
-    def checkout_identity(self, bench_cfg: dict[str, Any]) -> str:
+    def checkout_identity(self, settings: RobotwinSettings) -> str:
         """The commit of robotwin_root (or the hash of its code where it has no .git: the stand-in)."""
-        root = resolve_root(bench_cfg["robotwin_root"])
+        root = resolve_root(settings.robotwin_root)
         if root is None:
             raise EnvironmentUnavailable(
                 "config key 'benchmarks.robotwin.robotwin_root' is not set: name a RoboTwin stable_2.0 checkout "
@@ -76,13 +77,13 @@ class RobotwinAdapter(BenchmarkAdapter):
         task_config, instruction_type = split_suite(suite)
         return {"task_config": task_config, "instruction_type": instruction_type}
 
-    def episode_step_limit(self, bench_cfg: dict[str, Any], ref: TaskRef) -> int:
-        override = step_limit_override(bench_cfg, ref.task)
+    def episode_step_limit(self, settings: RobotwinSettings, ref: TaskRef) -> int:
+        override = step_limit_override(settings, ref.task)
         return step_limit(ref.task) if override is None else override
 
-    def manifest_definition(self, bench_cfg: dict[str, Any], scope: str, task: str) -> dict[str, Any]:
-        root = bench_cfg["robotwin_root"]
-        seed = bench_cfg["seed"]
+    def manifest_definition(self, settings: RobotwinSettings, scope: str, task: str) -> dict[str, Any]:
+        root = settings.robotwin_root
+        seed = settings.seed
         definition = {
             "benchmark": self.name,
             "protocol": PROTOCOL,
@@ -92,8 +93,8 @@ class RobotwinAdapter(BenchmarkAdapter):
             "task": task,
             "seed": seed,
             "start_seed": start_seed(seed),
-            "num_episodes": bench_cfg["episodes_per_task"],
-            "instruction_list_length": bench_cfg["instruction_list_length"],
+            "num_episodes": settings.episodes_per_task,
+            "instruction_list_length": settings.instruction_list_length,
             "instruction_types_stored": list(INSTRUCTION_TYPES),
         }
         if task in PLAY_ONCE_STATE:
@@ -116,7 +117,7 @@ class RobotwinAdapter(BenchmarkAdapter):
         return build_task_manifest(checkout, definition, max_seed_scan=MAX_SEED_SCAN, log=log)
 
     def sample_observation(
-        self, bench_cfg: dict[str, Any], ref: TaskRef, manifest: dict[str, Any] | None = None
+        self, settings: RobotwinSettings, ref: TaskRef, manifest: dict[str, Any] | None = None
     ) -> SampleObservation:
         """The request the configured observation mapping builds from a synthetic RoboTwin observation (blank
         240x320 cameras as RoboTwin's default D435; zeros of the action dimension at the state path and at every
@@ -125,7 +126,7 @@ class RobotwinAdapter(BenchmarkAdapter):
 
         from benchmarks.robotwin.observation import PolicyMapping
 
-        mapping = PolicyMapping.from_config(bench_cfg)
+        mapping = PolicyMapping.from_settings(settings)
         dim = int(mapping.action["dim"])
         cameras = set(mapping.observation["images"].values())
         raw: dict[str, Any] = {"observation": {c: {"rgb": np.zeros((240, 320, 3), np.uint8)} for c in cameras}}
@@ -138,16 +139,16 @@ class RobotwinAdapter(BenchmarkAdapter):
         _, instruction_type = split_suite(ref.suite)
         episodes = (manifest or {}).get("episodes") or [{}]
         instruction = str(episodes[0].get(f"instruction_{instruction_type}") or ref.task.replace("_", " "))
-        replan = bench_cfg["replan_steps"]
+        replan = settings.replan_steps
         return SampleObservation(mapping.request(raw, instruction), dim, replan, extra_dims_ok=True)  # [:, :dim]
 
-    def evaluate_batch(self, ctx: BatchContext) -> Iterator[dict[str, Any]]:
+    def evaluate_batch(self, ctx: BatchContext[RobotwinSettings]) -> Iterator[dict[str, Any]]:
         from benchmarks.robotwin.evaluator import evaluate_task_batch
 
         checkout = RobotwinCheckout.from_config(
-            ctx.bench_cfg["robotwin_root"], f"evaluating RoboTwin {ctx.ref.suite}/{ctx.ref.task}"
+            ctx.settings.robotwin_root, f"evaluating RoboTwin {ctx.ref.suite}/{ctx.ref.task}"
         )
         yield from evaluate_task_batch(ctx, checkout)
 
 
-ADAPTER = RobotwinAdapter()
+Adapter = RobotwinAdapter

@@ -23,9 +23,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from benchmarks.robotwin.checkout import RobotwinCheckout, resolve_root
+from benchmarks.robotwin.settings import RobotwinSettings
 from evalwf.benchmark.node_checks import CheckFailed, NodeCheck, run_checks
 
 SETUP = "rerun scripts/setup_robotwin.sh on this node (docs/robotwin.md, 'Setting up and checking a node')"
@@ -238,9 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(result.ok for result in results) else 1
 
 
-def node_checks(bench_cfg: dict[str, Any]) -> list[NodeCheck]:
-    """The adapter's hook: the checks for a validated benchmarks.robotwin section."""
-    return checks(bench_cfg["robotwin_root"], list(bench_cfg["task_configs"]))
+def node_checks(settings: RobotwinSettings) -> list[NodeCheck]:
+    """The adapter's hook: the checks for the benchmark's settings."""
+    return checks(settings.robotwin_root, list(settings.task_configs))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from benchmarks.robotwin.checkout import (
     simulator_rng_guard,
 )
 from benchmarks.robotwin.observation import PolicyMapping
+from benchmarks.robotwin.settings import RobotwinSettings
 from benchmarks.robotwin.tasks import INSTRUCTION_TYPES, PLAY_ONCE_STATE, split_suite
 from evalwf.benchmark.adapter import BatchContext
 from evalwf.benchmark.rollout import chunked_rollout, episode_record
@@ -35,9 +36,10 @@ from evalwf.common.errors import ManifestError
 RECORD_SETUP_KEYS = ("env_seed", *(f"instruction_{kind}" for kind in INSTRUCTION_TYPES))
 
 
-def step_limit_override(bench_cfg: dict[str, Any], task: str) -> int | None:
-    value = bench_cfg["step_limit"]
-    if isinstance(value, dict):
+def step_limit_override(settings: RobotwinSettings, task: str) -> int | None:
+    """`step_limit` for `task`: None (upstream's table), the one limit of every task, or the task's own."""
+    value = settings.step_limit
+    if isinstance(value, Mapping):
         return value.get(task)
     return value
 
@@ -72,20 +74,20 @@ def reset_policy(client: Any) -> None:
         reset()
 
 
-def evaluate_task_batch(ctx: BatchContext, checkout: RobotwinCheckout) -> Iterator[dict[str, Any]]:
-    cfg, ref = ctx.bench_cfg, ctx.ref
+def evaluate_task_batch(ctx: BatchContext[RobotwinSettings], checkout: RobotwinCheckout) -> Iterator[dict[str, Any]]:
+    settings, ref = ctx.settings, ctx.ref
     task_config, instruction_type = split_suite(ref.suite)
     if ctx.manifest["definition"].get("task_config") != task_config or ctx.manifest.get("task") != ref.task:
         raise ManifestError(f"RoboTwin {ref.suite}/{ref.task}: manifest is for another task or task config")
-    mapping = PolicyMapping.from_config(cfg)
-    replan_steps = cfg["replan_steps"]
-    refresh = cfg["refresh_obs_after_action"]
-    reproduce_drift = cfg["reproduce_clutter_drift"]
-    override = step_limit_override(cfg, ref.task)
+    mapping = PolicyMapping.from_settings(settings)
+    replan_steps = settings.replan_steps
+    refresh = settings.refresh_obs_after_action
+    reproduce_drift = settings.reproduce_clutter_drift
+    override = step_limit_override(settings, ref.task)
     state_names = tuple(ctx.manifest["definition"].get("play_once_state") or PLAY_ONCE_STATE.get(ref.task, ()))
     with checkout.activated():
         args = checkout.eval_args(ref.task, task_config)
-    clear_cache_freq = int(cfg["clear_cache_freq"] or args["clear_cache_freq"])  # null: the task config's
+    clear_cache_freq = int(settings.clear_cache_freq or args["clear_cache_freq"])  # null: the task config's
     env = None
     for index in ctx.episodes.indices():
         entry = ctx.manifest_episode(index)

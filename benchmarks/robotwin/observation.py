@@ -8,12 +8,16 @@ and 14-value absolute qpos actions for TASK_ENV.take_action(a, action_type='qpos
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from evalwf.common.observations import lookup_path
+
+if TYPE_CHECKING:
+    from benchmarks.robotwin.settings import RobotwinSettings
 
 
 def lookup(observation: dict[str, Any], path: str) -> Any:
@@ -25,12 +29,12 @@ def lookup(observation: dict[str, Any], path: str) -> Any:
 class PolicyMapping:
     """The validated `observation` and `action` blocks (benchmarks/robotwin/schema.yaml holds their defaults)."""
 
-    observation: dict[str, Any]
-    action: dict[str, Any]
+    observation: Mapping[str, Any]
+    action: Mapping[str, Any]
 
     @classmethod
-    def from_config(cls, bench_cfg: dict[str, Any]) -> PolicyMapping:
-        return cls(bench_cfg["observation"], bench_cfg["action"])
+    def from_settings(cls, settings: RobotwinSettings) -> PolicyMapping:
+        return cls(settings.observation, settings.action)
 
     @property
     def action_type(self) -> str:

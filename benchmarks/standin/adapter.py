@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from benchmarks.standin.settings import StandinSettings
 from benchmarks.standin.sim import STATE_DIM, SUITES, StandinEpisode, episode_instruction, episode_seed
 from evalwf.benchmark.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
 from evalwf.benchmark.rollout import chunked_rollout, episode_record
@@ -13,13 +14,13 @@ from evalwf.benchmark.video import save_episode_video
 from evalwf.common.errors import ConfigError
 
 
-class StandinAdapter(BenchmarkAdapter):
-    name = "standin"
+class StandinAdapter(BenchmarkAdapter[StandinSettings]):
+    settings_class = StandinSettings
     record_setup_keys = ("instruction",)
 
-    def expand(self, bench_cfg: dict[str, Any]) -> list[TaskRef]:
+    def expand(self, settings: StandinSettings) -> list[TaskRef]:
         refs = []
-        for suite, tasks in bench_cfg["suites"].items():
+        for suite, tasks in settings.suites.items():
             if suite not in SUITES:
                 raise ConfigError(
                     f"invalid config: config key 'benchmarks.standin.suites.{suite}': unknown suite; "
@@ -45,16 +46,16 @@ class StandinAdapter(BenchmarkAdapter):
         """Episodes vary the colour and the phrasing (sim.INSTRUCTION_TEMPLATES); the task is the verb."""
         return f"{task} the coloured block"
 
-    def episode_step_limit(self, bench_cfg: dict[str, Any], ref: TaskRef) -> int:
-        return bench_cfg["max_steps"]
+    def episode_step_limit(self, settings: StandinSettings, ref: TaskRef) -> int:
+        return settings.max_steps
 
-    def manifest_definition(self, bench_cfg: dict[str, Any], scope: str, task: str) -> dict[str, Any]:
+    def manifest_definition(self, settings: StandinSettings, scope: str, task: str) -> dict[str, Any]:
         return {
             "benchmark": self.name,
             "suite": scope,
             "task": task,
-            "num_episodes": bench_cfg["episodes_per_task"],
-            "base_seed": bench_cfg["seed"],
+            "num_episodes": settings.episodes_per_task,
+            "base_seed": settings.seed,
             "simulator": "standin-v1",
         }
 
@@ -68,28 +69,28 @@ class StandinAdapter(BenchmarkAdapter):
         return ManifestBody(episodes)
 
     def sample_observation(
-        self, bench_cfg: dict[str, Any], ref: TaskRef, manifest: dict[str, Any] | None = None
+        self, settings: StandinSettings, ref: TaskRef, manifest: dict[str, Any] | None = None
     ) -> SampleObservation:
         """Episode 0's first observation (the stand-in needs no simulator; it uses the first STATE_DIM values of
         each action)."""
-        seed = episode_seed(ref.suite, ref.task, 0, bench_cfg["seed"])
-        episode = StandinEpisode(seed, episode_instruction(ref.task, seed), bench_cfg["tolerance"], 0.0)
-        return SampleObservation(episode.observation(), STATE_DIM, bench_cfg["replan_steps"], extra_dims_ok=True)
+        seed = episode_seed(ref.suite, ref.task, 0, settings.seed)
+        episode = StandinEpisode(seed, episode_instruction(ref.task, seed), settings.tolerance, 0.0)
+        return SampleObservation(episode.observation(), STATE_DIM, settings.replan_steps, extra_dims_ok=True)
 
-    def evaluate_batch(self, ctx: BatchContext) -> Iterator[dict[str, Any]]:
-        cfg, ref = ctx.bench_cfg, ctx.ref
-        faults = [f for f in cfg["faults"] if f["task"] == ref.task and f.get("suite", ref.suite) == ref.suite]
+    def evaluate_batch(self, ctx: BatchContext[StandinSettings]) -> Iterator[dict[str, Any]]:
+        settings, ref = ctx.settings, ctx.ref
+        faults = [f for f in settings.faults if f["task"] == ref.task and f.get("suite", ref.suite) == ref.suite]
         for fault in faults:
             if fault["kind"] == "slow_start":
                 ctx.log(f"stand-in fault: slow start {fault['seconds']}s")
                 time.sleep(fault["seconds"])
-        step_time = cfg["step_time_s"]["tasks"].get(ref.task, cfg["step_time_s"]["default"])
+        step_time = settings.step_time_s["tasks"].get(ref.task, settings.step_time_s["default"])
         for index in ctx.episodes.indices():
             entry = ctx.manifest_episode(index)
             self._inject_episode_faults(faults, ref, index, ctx)
             started = time.monotonic()
-            episode = StandinEpisode(entry["seed"], entry["instruction"], cfg["tolerance"], step_time)
-            recording = cfg["record_video"] != "none"
+            episode = StandinEpisode(entry["seed"], entry["instruction"], settings.tolerance, step_time)
+            recording = settings.record_video != "none"
             frames = [episode.frame()] if recording else []
 
             def step(action: Any, episode: StandinEpisode = episode, frames: list = frames) -> bool:
@@ -103,12 +104,12 @@ class StandinAdapter(BenchmarkAdapter):
                 tag.policy(ctx.policy),
                 episode.observation,
                 step,
-                max_steps=cfg["max_steps"],
-                replan_steps=cfg["replan_steps"],
+                max_steps=settings.max_steps,
+                replan_steps=settings.replan_steps,
                 tag=tag,
             )
             extra: dict[str, Any] = {"final_distance": float(abs(episode.state - episode.goal).max())}
-            extra.update(save_episode_video(ctx, cfg["record_video"], f"episode{index:03d}", outcome.success, frames))
+            extra.update(save_episode_video(ctx, settings.record_video, f"episode{index:03d}", outcome.success, frames))
             yield episode_record(
                 index=index,
                 seed=entry["seed"],
@@ -120,7 +121,9 @@ class StandinAdapter(BenchmarkAdapter):
             )
 
     @staticmethod
-    def _inject_episode_faults(faults: list[dict[str, Any]], ref: TaskRef, index: int, ctx: BatchContext) -> None:
+    def _inject_episode_faults(
+        faults: list[Mapping[str, Any]], ref: TaskRef, index: int, ctx: BatchContext[StandinSettings]
+    ) -> None:
         for fault in faults:
             if fault.get("episode") != index:
                 continue
@@ -138,4 +141,4 @@ class StandinAdapter(BenchmarkAdapter):
                 time.sleep(fault["seconds"])
 
 
-ADAPTER = StandinAdapter()
+Adapter = StandinAdapter

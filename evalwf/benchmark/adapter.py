@@ -8,14 +8,15 @@ config into tasks and manifest identities. Import simulators lazily inside build
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic
 
 from benchmarks import registry
 from evalwf.benchmark.batches import EpisodeRange
 from evalwf.benchmark.node_checks import NodeCheck
+from evalwf.benchmark.settings import BenchmarkSettings, SettingsT
 from evalwf.policy.episode_identity import EpisodeTag
 
 
@@ -38,13 +39,13 @@ class ManifestBody:
 
 
 @dataclass
-class BatchContext:
+class BatchContext(Generic[SettingsT]):
     """Everything an adapter needs to evaluate episodes [start, start+count) of one task."""
 
     ref: TaskRef
     episodes: EpisodeRange
     manifest: dict[str, Any]  # the sealed manifest (see evalwf.plan.manifest)
-    bench_cfg: dict[str, Any]  # this benchmark's validated config section
+    settings: SettingsT  # this benchmark's settings (its adapter's settings_class)
     policy: Any  # evalwf.policy.client.PolicyClient
     artifacts_dir: Path  # per-run scratch for optional artifacts (videos, fault markers): <run>/<bench>/artifacts
     log: Callable[[str], None] = print
@@ -70,10 +71,15 @@ class SampleObservation:
     extra_dims_ok: bool = False  # the benchmark uses the first action_dim values of longer actions
 
 
-class BenchmarkAdapter(ABC):
-    """A benchmark: how its config expands into tasks, how its episodes are fixed, how a batch runs."""
+class BenchmarkAdapter(ABC, Generic[SettingsT]):
+    """A benchmark: how its config expands into tasks, how its episodes are fixed, how a batch runs.
 
-    name: ClassVar[str]
+    The registry makes the one instance of each benchmark's adapter class, named by its registry key
+    (benchmarks.registry.adapter): the name is never written twice. Every method that reads the benchmark's
+    config takes its typed settings (`settings_class`, built by benchmark_settings)."""
+
+    # The frozen dataclass of this benchmark's settings (benchmarks/<name>/settings.py), one field per schema key.
+    settings_class: type[SettingsT]
     # Manifest episode fields every per-episode record must echo in record["setup"]; the result validator
     # checks them against the manifest (e.g. LIBERO init_state_index, RoboTwin instruction text).
     record_setup_keys: ClassVar[tuple[str, ...]] = ()
@@ -89,8 +95,11 @@ class BenchmarkAdapter(ABC):
     # nothing is recorded, nothing probed.
     episode_packages: ClassVar[tuple[str, ...]] = ()
 
+    def __init__(self, name: str):
+        self.name = name  # the benchmark's registry key: TaskRef.benchmark, manifests, results and config keys
+
     @abstractmethod
-    def expand(self, bench_cfg: dict[str, Any]) -> list[TaskRef]:
+    def expand(self, settings: SettingsT) -> list[TaskRef]:
         """Every configured (suite, task), from static tables only. Raise ConfigError on unknown names."""
 
     def known_suites(self) -> dict[str, int] | None:
@@ -104,7 +113,7 @@ class BenchmarkAdapter(ABC):
         is the benchmark's section as the config file wrote it. Default: none."""
         return []
 
-    def node_checks(self, bench_cfg: dict[str, Any]) -> list[NodeCheck]:
+    def node_checks(self, settings: SettingsT) -> list[NodeCheck]:
         """What a node must have to run this benchmark's jobs (simulator packages, GPU, renderer, assets), each with
         its fix (evalwf.benchmark.node_checks). They run inside the benchmark's interpreter, with CUDA_VISIBLE_DEVICES
         as a worker sets it, for `evalwf doctor`, `evalwf benchmark check` and every worker before it takes a job of
@@ -112,7 +121,7 @@ class BenchmarkAdapter(ABC):
         framework checks the interpreter, the job code's import and the GPU id itself. Default: nothing more."""
         return []
 
-    def checkout_identity(self, bench_cfg: dict[str, Any]) -> str | None:
+    def checkout_identity(self, settings: SettingsT) -> str | None:
         """The version of the benchmark's own code checkout that shapes its episodes (RoboTwin: the commit of
         robotwin_root), read without importing it, cheaply (it is read at every parse); None when the benchmark has
         no checkout. Raises evalwf.common.errors.EnvironmentUnavailable when it cannot be read on this host."""
@@ -132,12 +141,12 @@ class BenchmarkAdapter(ABC):
         return task
 
     @abstractmethod
-    def episode_step_limit(self, bench_cfg: dict[str, Any], ref: TaskRef) -> int:
+    def episode_step_limit(self, settings: SettingsT, ref: TaskRef) -> int:
         """The most simulator steps one episode of `ref` can take under this config: what a batch costs before
         any batch has been measured (evalwf.plan.cost). Static tables only, no simulator."""
 
     @abstractmethod
-    def manifest_definition(self, bench_cfg: dict[str, Any], scope: str, task: str) -> dict[str, Any]:
+    def manifest_definition(self, settings: SettingsT, scope: str, task: str) -> dict[str, Any]:
         """Everything that defines the evaluated episodes of one task; its hash names the sealed manifest.
         Must be JSON-serialisable and cheap (no simulator)."""
 
@@ -146,20 +155,26 @@ class BenchmarkAdapter(ABC):
         """Fix the episodes of one task (may run the simulator). Must not disturb the caller's global RNGs."""
 
     def sample_observation(
-        self, bench_cfg: dict[str, Any], ref: TaskRef, manifest: dict[str, Any] | None = None
+        self, settings: SettingsT, ref: TaskRef, manifest: dict[str, Any] | None = None
     ) -> SampleObservation:
         """A request for task `ref` as evaluate_batch would send it, built without the simulator (policy smoke check);
         `manifest` is the task's sealed manifest when it exists (its instruction text), else None."""
         raise NotImplementedError(f"{self.name}: no sample observation for the policy check")
 
     @abstractmethod
-    def evaluate_batch(self, ctx: BatchContext) -> Iterator[dict[str, Any]]:
+    def evaluate_batch(self, ctx: BatchContext[SettingsT]) -> Iterator[dict[str, Any]]:
         """Yield one record per episode in ctx.episodes, in index order:
         {"index", "seed", "setup": {k: manifest value for k in record_setup_keys}, "success": bool,
          "steps": int, "duration_s": float, "error": str | None, "extra": {...}}.
         Raise (with a message naming suite, task and episode) when the batch cannot complete."""
 
 
-def get_adapter(benchmark: str) -> BenchmarkAdapter:
+def get_adapter(benchmark: str) -> BenchmarkAdapter[Any]:
     """The adapter instance of a registered benchmark (benchmarks.registry); KeyError naming the known ones."""
     return registry.adapter(benchmark)
+
+
+def benchmark_settings(benchmark: str, section: Mapping[str, Any]) -> BenchmarkSettings:
+    """The typed settings of `benchmark` from its validated section (without campaign keys: policies, baseline):
+    the one place they are built, wherever an adapter is called (the plan, the job step, the node checks)."""
+    return get_adapter(benchmark).settings_class.from_section(section, f"benchmarks.{benchmark}")

@@ -67,20 +67,3 @@ def write_video(
         writer.release()
     tmp.replace(path)
     return path
-
-
-def count_frames(path: Path) -> tuple[int, tuple[int, int]]:
-    """Decode a video: (number of frames, (height, width))."""
-    import cv2
-
-    capture = cv2.VideoCapture(str(path))
-    count, shape = 0, (0, 0)
-    try:
-        while True:
-            ok, frame = capture.read()
-            if not ok:
-                break
-            count, shape = count + 1, frame.shape[:2]
-    finally:
-        capture.release()
-    return count, shape

@@ -25,7 +25,7 @@ import sys
 from evalwf.benchmark.node_checks import CheckResult
 from evalwf.common.errors import ConfigError
 from evalwf.job.node_probe import check_benchmark
-from evalwf.plan.campaign import Campaign
+from evalwf.plan.campaign import Campaign, PolicyCampaign
 from evalwf.plan.config import benchmark_sections, gives_a_policy, load_config
 
 POLICY = "policy"
@@ -58,7 +58,7 @@ def check_policies(configfiles: list[str], gpu: str | None) -> list[CheckResult]
     return results
 
 
-def _policy_results(member: Campaign, configfiles: list[str], problems: list[str]) -> list[CheckResult]:
+def _policy_results(member: PolicyCampaign, configfiles: list[str], problems: list[str]) -> list[CheckResult]:
     name = member.policy.name
     if not problems:
         found = f"{member.policy.identity} started and answered {', '.join(member.benchmarks)}"

@@ -31,7 +31,7 @@ import numpy as np
 
 from evalwf.benchmark.adapter import get_adapter
 from evalwf.common.errors import ConfigError
-from evalwf.plan.campaign import Campaign
+from evalwf.plan.campaign import Campaign, PolicyCampaign
 from evalwf.plan.config import load_config
 from evalwf.plan.manifest import load_manifest
 from evalwf.policy.client import PolicyClient, PolicyServerError, check_endpoint
@@ -66,15 +66,15 @@ def policy_server(spec: PolicySpec, log_dir: Path) -> Iterator[str]:
         yield endpoint
 
 
-def check_benchmark(campaign: Campaign, benchmark: str, client: PolicyClient, repeat: int) -> list[str]:
+def check_benchmark(campaign: PolicyCampaign, benchmark: str, client: PolicyClient, repeat: int) -> list[str]:
     """Send one sample observation of `benchmark` (`repeat` times for the latency); return the problems found."""
     adapter = get_adapter(benchmark)
-    section = campaign.section(benchmark)
+    settings = campaign.settings(benchmark)
     plan = campaign.tasks_of(benchmark)[0]
     manifest = None
     if Path(plan.manifest_path).exists():
         manifest = load_manifest(plan.manifest_path, plan.manifest_hash)
-    sample = adapter.sample_observation(section, plan.ref, manifest)
+    sample = adapter.sample_observation(settings, plan.ref, manifest)
     print(f"\n{benchmark} ({plan.ref.suite}/{plan.ref.task}): sending {describe(sample.observation)}")
     latencies, reply = [], None
     for _ in range(max(1, repeat)):
@@ -110,7 +110,7 @@ def check_benchmark(campaign: Campaign, benchmark: str, client: PolicyClient, re
     return []
 
 
-def run_check(campaign: Campaign, repeat: int = 3) -> list[str]:
+def run_check(campaign: PolicyCampaign, repeat: int = 3) -> list[str]:
     """Check one policy's campaign (a member of several policies: the benchmarks its policy evaluates)."""
     spec = campaign.policy
     problems: list[str] = []

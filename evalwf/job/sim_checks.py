@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m evalwf.job.sim_checks BENCHMARK SECTION_JSON_FILE", file=sys.stderr)
         return 2
     import evalwf.job.sim_step  # noqa: F401  (the simulator-side entry point and its light core import here)
-    from evalwf.benchmark.adapter import get_adapter
+    from evalwf.benchmark.adapter import benchmark_settings, get_adapter
 
     benchmark, section_file = args
     section = json.loads(Path(section_file).read_text(encoding="utf-8"))
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     found = f"Python {python}: evalwf.job.sim_step and {type(adapter).__module__} import"
     print(RESULT_PREFIX + CheckResult(benchmark, LIGHT_CORE, True, found).to_json(), flush=True)
     try:
-        results = run_checks(benchmark, adapter.node_checks(section))
+        results = run_checks(benchmark, adapter.node_checks(benchmark_settings(benchmark, section)))
     except Exception:  # the adapter itself failed to declare its checks: its traceback is the finding
         traceback.print_exc()
         return 1

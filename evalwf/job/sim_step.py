@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evalwf.benchmark.adapter import BatchContext, TaskRef, get_adapter
+from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange
 from evalwf.job.interpreter import FAILURE_PREFIX
 from evalwf.plan.environment import check_recorded
@@ -58,7 +58,8 @@ def evaluate_batch(request: dict[str, Any]) -> dict[str, Any]:
     adapter = get_adapter(benchmark)
     manifest = load_manifest(request["manifest_path"], request["manifest_hash"])
     where = f"manifest {request['manifest_path']}"
-    check_recorded(benchmark, request["section"], manifest["definition"].get("environment"), where)
+    settings = benchmark_settings(benchmark, request["section"])
+    check_recorded(benchmark, settings, manifest["definition"].get("environment"), where)
     started_at, started = _now(), time.monotonic()
     log(f"{benchmark} {suite}/{task} episodes {episodes.start}..{episodes.stop - 1}: start")
     with PolicyClient(request["endpoint"], call_timeout_s=float(request["infer_timeout_s"])) as client:
@@ -66,7 +67,7 @@ def evaluate_batch(request: dict[str, Any]) -> dict[str, Any]:
             TaskRef(benchmark, suite, task),
             episodes,
             manifest,
-            request["section"],
+            settings,
             client,
             Path(request["artifacts_dir"]),
             log,
@@ -104,7 +105,8 @@ def evaluate_batch(request: dict[str, Any]) -> dict[str, Any]:
 
 def seal_task_manifest(request: dict[str, Any]) -> dict[str, Any]:
     where = f"manifest {request['output']}"
-    check_recorded(request["benchmark"], request["section"], request["definition"].get("environment"), where)
+    settings = benchmark_settings(request["benchmark"], request["section"])
+    check_recorded(request["benchmark"], settings, request["definition"].get("environment"), where)
     manifest = seal_manifest(
         get_adapter(request["benchmark"]),
         request["definition"],

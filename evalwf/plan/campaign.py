@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalwf.benchmark.adapter import TaskRef, get_adapter
+from evalwf.benchmark.adapter import TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange, plan_batches
+from evalwf.benchmark.settings import BenchmarkSettings
 from evalwf.common.hashing import short_hash
 from evalwf.plan.config import (
+    benchmark_baseline,
     benchmark_policies,
+    campaign_baseline,
     campaign_policy_blocks,
     results_defining_settings,
     section_settings,
@@ -45,58 +48,46 @@ class TaskPlan:
         return sum(b.episodes.count for b in self.batches)
 
 
-class Campaign:
-    """Paths follow results/<run>/<benchmark>/{manifests,batches}/..., so a user can find any batch by name.
+class PlannedTasks:
+    """What a campaign and each of its policies share: the tasks of some benchmarks expanded from the config, their
+    manifests (results/<run>/<benchmark>/manifests/..., shared by every policy, so that every policy of a benchmark
+    meets the same episodes) and their batches, whose files go under `out`. Paths follow
+    results/<run>/[<policy>/]<benchmark>/..., so a user can find any batch by name."""
 
-    A campaign of several policies (a `policies` list, or different policies for different benchmarks) is a
-    campaign of members, one per policy, each a Campaign of its own that plans only the benchmarks its policy is
-    assigned and whose batches and summaries go to results/<run>/<policy>/<benchmark>/...; the manifests (what
-    defines the episodes) stay at results/<run>/<benchmark>/manifests/, shared, so every policy of a benchmark meets
-    the same episodes. The campaign itself then stands for its baseline policy where one policy is asked for
-    (`policy`), and plans every benchmark (its manifests)."""
-
-    def __init__(self, config: dict[str, Any], member: str | None = None):
+    def __init__(
+        self,
+        config: dict[str, Any],
+        benchmarks: list[str],
+        out: Path,
+        settings: dict[str, BenchmarkSettings],
+        environments: dict[str, dict[str, Any] | None],
+        planned: list[TaskPlan] | None = None,
+    ):
         self.config = config
         self.run: str = config["run"]
         self.root = Path(config["results_dir"]) / self.run
-        self.members: dict[str, Campaign] = {}
-        # benchmark -> the names of the policies that evaluate it, in config order
-        self.assignment: dict[str, list[str]] = {
-            benchmark: [block["name"] for block in blocks] for benchmark, blocks in benchmark_policies(config).items()
-        }
-        blocks = {block["name"]: block for block in campaign_policy_blocks(config)}
-        benchmarks = list(config["benchmarks"])
-        if member is not None:
-            self.policy = PolicySpec.from_config(blocks[member])
-            self.out = self.root / member
-            benchmarks = [name for name in benchmarks if member in self.assignment[name]]
-        elif several_policies(config):
-            self.members = {name: Campaign(config, name) for name in blocks}
-            self.baseline: str = config["baseline"]
-            self.policy = self.members[self.baseline].policy
-            self.out = self.root
-        else:
-            self.policy = PolicySpec.from_config(next(iter(blocks.values())))
-            self.out = self.root
+        self.out = out
         self._benchmarks = benchmarks
+        self._settings = settings
         # What of each benchmark's environment defines its episodes, read on this host (evalwf.plan.environment)
-        self.environments = episode_environments({name: self.section(name) for name in benchmarks})
-        self.tasks: list[TaskPlan] = [
-            plan for name in benchmarks for plan in self._plan_benchmark(name, self.section(name))
-        ]
+        self.environments = environments
+        self.tasks: list[TaskPlan] = (
+            planned if planned is not None else [p for b in benchmarks for p in self._plan_benchmark(b)]
+        )
         self._by_ref = {plan.ref: plan for plan in self.tasks}
 
-    def _plan_benchmark(self, benchmark: str, section: dict[str, Any]) -> Iterator[TaskPlan]:
+    def _plan_benchmark(self, benchmark: str) -> Iterator[TaskPlan]:
         adapter = get_adapter(benchmark)
-        for ref in adapter.expand(section):
+        settings = self.settings(benchmark)
+        for ref in adapter.expand(settings):
             scope = adapter.manifest_scope(ref.suite)
-            definition = adapter.manifest_definition(section, scope, ref.task)
+            definition = adapter.manifest_definition(settings, scope, ref.task)
             if self.environments[benchmark] is not None:
                 definition["environment"] = self.environments[benchmark]
             digest = manifest_hash(definition)
             batches = tuple(
                 BatchPlan(ref, rng, self.batch_path(ref, rng))
-                for rng in plan_batches(section["episodes_per_task"], section["batch_size"])
+                for rng in plan_batches(settings.episodes_per_task, settings.batch_size)
             )
             yield TaskPlan(
                 ref, scope, definition, digest, self.manifest_path(benchmark, scope, ref.task, digest), batches
@@ -106,47 +97,6 @@ class Campaign:
         """Why the environment defining `benchmark`'s episodes cannot be read on this host (None: it can). Its
         manifest names then stand for nothing: plan and dry-run, but run no job."""
         return unavailable_reason(self.environments[benchmark])
-
-    @property
-    def multi(self) -> bool:
-        """Several policies (`policies`): the rules then plan each member's batches and summaries."""
-        return bool(self.members)
-
-    def member(self, policy: str) -> Campaign:
-        """The campaign of one policy of several (this one when it has a single policy)."""
-        return self.members[policy] if self.members else self
-
-    def policy_campaigns(self) -> list[Campaign]:
-        """One campaign per policy: the members, or this campaign itself."""
-        return list(self.members.values()) or [self]
-
-    def policies_of(self, benchmark: str) -> list[Campaign]:
-        """The campaigns of the policies that evaluate `benchmark`, in config order."""
-        return [self.member(name) for name in self.assignment[benchmark]] if self.members else [self]
-
-    def baseline_of(self, benchmark: str) -> str:
-        """The policy the others are compared with on `benchmark`: its section's `baseline`, else the campaign's
-        when that policy evaluates it, else its first policy."""
-        names = self.assignment[benchmark]
-        chosen = self.config["benchmarks"][benchmark].get("baseline") or self.config.get("baseline")
-        return chosen if chosen in names else names[0]
-
-    def compared_benchmarks(self) -> list[str]:
-        """The benchmarks that two or more policies evaluate: each gets a comparison across its policies."""
-        return [name for name in self.benchmarks if len(self.assignment[name]) > 1] if self.members else []
-
-    def comparison_dir(self, benchmark: str) -> Path:
-        return self.root / "comparison" / benchmark
-
-    def comparison_paths(self, benchmark: str) -> dict[str, str]:
-        """What the comparison across the policies of `benchmark` writes (see compared_benchmarks)."""
-        directory = self.comparison_dir(benchmark)
-        return {
-            "suites": str(directory / "policy_comparison.csv"),
-            "tasks": str(directory / "policy_comparison_tasks.csv"),
-            "markdown": str(directory / "policy_comparison.md"),
-            "plot": str(directory / "success_by_policy.png"),
-        }
 
     def benchmark_dir(self, benchmark: str) -> Path:
         """Batches, summaries, logs and artifacts: under the policy's folder for a member of several policies."""
@@ -173,20 +123,14 @@ class Campaign:
                 return batch
         raise KeyError(f"{benchmark}/{suite}/{task}: no planned batch {label}")
 
-    def results_digest(self, benchmark: str | None = None) -> str:
-        """A hash of everything that defines the results (of one benchmark, or of the whole run): the policy
-        identity, each task's manifest digest and batches, the reference scores. Gather rules carry it as a
-        param, so they rerun when results change meaning and never for an operational setting."""
+    def _digest(self, benchmark: str | None, policy: Any) -> str:
+        """A hash of everything that defines the results (of one benchmark, or of all of them): the policy
+        identity (`policy`), each task's manifest digest and batches, the reference scores."""
         plans = [plan for plan in self.tasks if benchmark in (None, plan.ref.benchmark)]
-        evaluating = self.members if benchmark is None else {m.policy.name: m for m in self.policies_of(benchmark)}
         return short_hash(
             {
                 "run": self.run,
-                "policy": (
-                    {name: m.policy.identity for name, m in evaluating.items()}
-                    if self.members
-                    else self.policy.identity
-                ),
+                "policy": policy,
                 "settings": {name: self.settings_digest(name) for name in self.benchmarks if benchmark in (None, name)},
                 "tasks": [
                     [plan.ref.benchmark, plan.ref.suite, plan.ref.task, plan.manifest_hash]
@@ -199,12 +143,17 @@ class Campaign:
 
     @property
     def benchmarks(self) -> list[str]:
-        """The benchmarks this campaign evaluates (a member of several policies: those of its policy)."""
+        """The benchmarks planned here (a member of several policies: those of its policy)."""
         return list(self._benchmarks)
 
     def section(self, benchmark: str) -> dict[str, Any]:
-        """The benchmark's settings (without the policies its section may name)."""
+        """The benchmark's validated section without the policies it may name: what is hashed and handed over to
+        a job step (which makes its settings of it again)."""
         return section_settings(self.config["benchmarks"][benchmark])
+
+    def settings(self, benchmark: str) -> BenchmarkSettings:
+        """The benchmark's typed settings: what its adapter reads."""
+        return self._settings[benchmark]
 
     def task_plan(self, benchmark: str, suite: str, task: str) -> TaskPlan:
         return self._by_ref[TaskRef(benchmark, suite, task)]
@@ -222,6 +171,24 @@ class Campaign:
             if benchmark in (None, plan.ref.benchmark):
                 found.setdefault(plan.manifest_path, plan)
         return found
+
+    def reference_scores(self, benchmark: str) -> dict[str, float]:
+        return self.config["reference"].get(benchmark, {})
+
+
+class PolicyCampaign(PlannedTasks):
+    """One policy of a campaign and the benchmarks it evaluates: its batches, summaries and logs go to
+    results/<run>/<policy>/<benchmark>/ in a campaign of several policies, results/<run>/<benchmark>/ otherwise."""
+
+    def __init__(self, campaign: Campaign, policy: PolicySpec, out: Path, planned: list[TaskPlan] | None = None):
+        benchmarks = [name for name in campaign.benchmarks if policy.name in campaign.assignment[name]]
+        self.policy = policy
+        super().__init__(campaign.config, benchmarks, out, campaign._settings, campaign.environments, planned)
+
+    def results_digest(self, benchmark: str | None = None) -> str:
+        """What defines this policy's results (of one benchmark, or of all it evaluates): its gather rules carry
+        it as a param, so they rerun when results change meaning and never for an operational setting."""
+        return self._digest(benchmark, self.policy.identity)
 
     def summary_paths(self, benchmark: str) -> dict[str, str]:
         """What the gather step writes: tables (CSV, Markdown, LaTeX), a plot, and the reference comparison when
@@ -252,5 +219,79 @@ class Campaign:
             adapter.record_setup_keys,
         )
 
-    def reference_scores(self, benchmark: str) -> dict[str, float]:
-        return self.config["reference"].get(benchmark, {})
+
+class Campaign(PlannedTasks):
+    """The campaign a config defines: every benchmark's tasks and manifests, and its policies (`members`), one
+    PolicyCampaign each, planning the benchmarks that policy evaluates. A campaign of several policies (a `policies`
+    list, or different policies for different benchmarks) writes each policy's batches and summaries to
+    results/<run>/<policy>/<benchmark>/ and compares the policies of a benchmark in results/<run>/comparison/; a
+    campaign of one policy writes to results/<run>/<benchmark>/. The campaign is no policy itself: ask its members
+    (`member`, `baseline`, `single`)."""
+
+    def __init__(self, config: dict[str, Any]):
+        benchmarks = list(config["benchmarks"])
+        # benchmark -> the names of the policies that evaluate it, in config order
+        self.assignment: dict[str, list[str]] = {
+            benchmark: [block["name"] for block in blocks] for benchmark, blocks in benchmark_policies(config).items()
+        }
+        settings = {name: benchmark_settings(name, section_settings(config["benchmarks"][name])) for name in benchmarks}
+        root = Path(config["results_dir"]) / config["run"]
+        super().__init__(config, benchmarks, root, settings, episode_environments(settings))
+        policies = [PolicySpec.from_config(block) for block in campaign_policy_blocks(config)]
+        self.multi = several_policies(config)
+        # a campaign of one policy plans its tasks once: its member's are the campaign's
+        self.members: dict[str, PolicyCampaign] = {
+            spec.name: PolicyCampaign(self, spec, root / spec.name)
+            if self.multi
+            else PolicyCampaign(self, spec, root, self.tasks)
+            for spec in policies
+        }
+        self.baseline = self.members[campaign_baseline(config)]
+
+    def member(self, policy: str) -> PolicyCampaign:
+        """The campaign of one of its policies, by name."""
+        return self.members[policy]
+
+    def single(self) -> PolicyCampaign:
+        """The campaign of its one policy; for several, say so (ask `member` by name, or `baseline`)."""
+        if self.multi:
+            raise ValueError(f"campaign {self.run} has several policies ({', '.join(self.members)}): name one")
+        return next(iter(self.members.values()))
+
+    def policy_campaigns(self) -> list[PolicyCampaign]:
+        """One campaign per policy, in config order."""
+        return list(self.members.values())
+
+    def policies_of(self, benchmark: str) -> list[PolicyCampaign]:
+        """The campaigns of the policies that evaluate `benchmark`, in config order."""
+        return [self.member(name) for name in self.assignment[benchmark]]
+
+    def baseline_of(self, benchmark: str) -> str:
+        """The policy the others are compared with on `benchmark` (evalwf.plan.config.benchmark_baseline)."""
+        return benchmark_baseline(self.config, benchmark)
+
+    def compared_benchmarks(self) -> list[str]:
+        """The benchmarks that two or more policies evaluate: each gets a comparison across its policies."""
+        return [name for name in self.benchmarks if len(self.assignment[name]) > 1]
+
+    def comparison_dir(self, benchmark: str) -> Path:
+        return self.root / "comparison" / benchmark
+
+    def comparison_paths(self, benchmark: str) -> dict[str, str]:
+        """What the comparison across the policies of `benchmark` writes (see compared_benchmarks)."""
+        directory = self.comparison_dir(benchmark)
+        return {
+            "suites": str(directory / "policy_comparison.csv"),
+            "tasks": str(directory / "policy_comparison_tasks.csv"),
+            "markdown": str(directory / "policy_comparison.md"),
+            "plot": str(directory / "success_by_policy.png"),
+        }
+
+    def results_digest(self, benchmark: str | None = None) -> str:
+        """What defines the results of the whole run (or of one benchmark: its comparison): the identity of every
+        policy that evaluates it (several policies) or of the one policy, each task's manifest digest and batches,
+        the reference scores. Gather rules carry it as a param."""
+        if not self.multi:
+            return self._digest(benchmark, self.single().policy.identity)
+        evaluating = self.members if benchmark is None else {m.policy.name: m for m in self.policies_of(benchmark)}
+        return self._digest(benchmark, {name: m.policy.identity for name, m in evaluating.items()})

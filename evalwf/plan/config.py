@@ -12,7 +12,7 @@ import jsonschema
 import yaml
 
 from benchmarks import registry
-from evalwf.benchmark.adapter import get_adapter
+from evalwf.benchmark.adapter import benchmark_settings, get_adapter
 from evalwf.common.errors import ConfigError
 from evalwf.policy.command_template import check_command_template
 from evalwf.policy.schema import policy_schema
@@ -156,6 +156,22 @@ def campaign_policy_blocks(config: dict[str, Any]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
+def campaign_baseline(config: dict[str, Any]) -> str:
+    """The policy the others are compared with where a benchmark's section names none: `baseline`, else the first
+    policy in config order. Derived here and nowhere else: a schema default cannot name it (it depends on the
+    policies), and validation does not write it into the config."""
+    return config["baseline"] if "baseline" in config else campaign_policy_blocks(config)[0]["name"]
+
+
+def benchmark_baseline(config: dict[str, Any], benchmark: str) -> str:
+    """The policy the others are compared with on `benchmark`: its section's `baseline`, else the campaign's
+    (campaign_baseline) when that policy evaluates it, else the first of its policies."""
+    names = [block["name"] for block in benchmark_policies(config)[benchmark]]
+    section = config["benchmarks"][benchmark]
+    chosen = section["baseline"] if "baseline" in section else campaign_baseline(config)
+    return chosen if chosen in names else names[0]
+
+
 def several_policies(config: dict[str, Any]) -> bool:
     """A campaign of several policies (a `policies` list anywhere, or different policies for different
     benchmarks): its batches and summaries go to <results_dir>/<run>/<policy>/<benchmark>/."""
@@ -247,8 +263,6 @@ def _check_policies(config: dict[str, Any]) -> None:
         raise ConfigError("invalid config: config key 'baseline': only with 'policies' (several policies)")
     if "baseline" in config and config["baseline"] not in blocks:
         raise ConfigError(f"invalid config: config key 'baseline': {config['baseline']!r} is not one of {list(blocks)}")
-    if several:
-        config.setdefault("baseline", next(iter(campaign_policy_blocks(config)))["name"])
     for name, section in config["benchmarks"].items():
         if "baseline" not in section:
             continue
@@ -285,7 +299,8 @@ def validate_config(raw: dict[str, Any] | None) -> dict[str, Any]:
                 f"invalid config: config key 'benchmarks.{name}.batch_size': {section['batch_size']} is larger "
                 f"than benchmarks.{name}.episodes_per_task ({section['episodes_per_task']})"
             )
-        get_adapter(name).expand(section_settings(section))  # unknown suites / tasks raise ConfigError naming the key
+        # unknown suites / tasks raise ConfigError naming the key
+        get_adapter(name).expand(benchmark_settings(name, section_settings(section)))
     return config
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evalwf.benchmark.adapter import TaskRef, get_adapter
-from evalwf.plan.campaign import BatchPlan, Campaign
+from evalwf.plan.campaign import BatchPlan, PlannedTasks, PolicyCampaign
 from evalwf.plan.inventory import survey
 
 DEFAULT_SECONDS_PER_STEP = 0.1  # simulator step plus amortised policy inference on a GPU node: an assumption
@@ -48,7 +48,7 @@ class CostModel:
     @classmethod
     def build(
         cls,
-        campaign: Campaign,
+        campaign: PlannedTasks,
         seconds_per_step: float = DEFAULT_SECONDS_PER_STEP,
         durations: Mapping[TaskRef, Iterable[tuple[float, int]]] | None = None,
     ) -> CostModel:
@@ -56,8 +56,8 @@ class CostModel:
         if seconds_per_step <= 0:
             raise ValueError(f"seconds per step must be > 0, got {seconds_per_step}")
         limits = {
-            plan.ref: get_adapter(plan.ref.benchmark).episode_step_limit(campaign.section(plan.ref.benchmark), plan.ref)
-            for plan in campaign.tasks
+            ref: get_adapter(ref.benchmark).episode_step_limit(campaign.settings(ref.benchmark), ref)
+            for ref in (plan.ref for plan in campaign.tasks)
         }
         measured: dict[TaskRef, float] = {}
         seconds_by_bench: dict[str, float] = {}
@@ -79,8 +79,8 @@ class CostModel:
         return cls(seconds_per_step, limits, measured, calibrated, emulated)
 
     @classmethod
-    def measure(cls, campaign: Campaign, seconds_per_step: float = DEFAULT_SECONDS_PER_STEP) -> CostModel:
-        """From the campaign's own result files (validated; a bad file contributes nothing)."""
+    def measure(cls, campaign: PolicyCampaign, seconds_per_step: float = DEFAULT_SECONDS_PER_STEP) -> CostModel:
+        """From the policy's own result files (validated; a bad file contributes nothing)."""
         return cls.build(campaign, seconds_per_step, survey(campaign).durations())
 
     def basis(self, ref: TaskRef) -> str:
@@ -133,7 +133,7 @@ class Estimate:
 
 def estimate(
     model: CostModel,
-    campaign: Campaign,
+    campaign: PlannedTasks,
     to_run: Sequence[BatchPlan],
     workers: int,
     batch_overhead_s: float,

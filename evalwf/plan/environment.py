@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evalwf.benchmark.adapter import get_adapter
+from evalwf.benchmark.settings import BenchmarkSettings
 from evalwf.common import package_versions
 from evalwf.common.errors import EnvironmentUnavailable, ManifestError, SimulatorEnvError
 from evalwf.plan.interpreter import child_env, resolve_interpreter
@@ -74,32 +75,32 @@ def _versions(python: str | None, names: set[str]) -> dict[str, Any] | str:
     return _PROBED[key]
 
 
-def episode_environments(sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
-    """benchmark -> what of its environment defines its episodes, as its config section names it, read on this
-    host: {"python", "packages", "checkout"?}; {"unavailable": why} where that cannot be read; None where the
-    adapter declares nothing. One probe per interpreter, for the packages of every benchmark that uses it."""
-    problems: dict[str, list[str]] = {name: [] for name in sections}
+def episode_environments(benchmarks: dict[str, BenchmarkSettings]) -> dict[str, dict[str, Any] | None]:
+    """benchmark -> what of its environment defines its episodes, as its settings name it, read on this host:
+    {"python", "packages", "checkout"?}; {"unavailable": why} where that cannot be read; None where the adapter
+    declares nothing. One probe per interpreter, for the packages of every benchmark that uses it."""
+    problems: dict[str, list[str]] = {name: [] for name in benchmarks}
     checkouts: dict[str, str | None] = {}
     pythons: dict[str, str | None] = {}
-    for name, section in sections.items():
+    for name, settings in benchmarks.items():
         adapter = get_adapter(name)
         try:
-            checkouts[name] = adapter.checkout_identity(section)
+            checkouts[name] = adapter.checkout_identity(settings)
         except EnvironmentUnavailable as error:
             checkouts[name] = None
             problems[name].append(str(error))
         if not adapter.episode_packages and checkouts[name] is None and not problems[name]:
             continue  # nothing recorded, nothing probed
         try:
-            pythons[name] = resolve_interpreter(section.get("python"), name)
+            pythons[name] = resolve_interpreter(settings.python, name)
         except SimulatorEnvError as error:
             problems[name].append(str(error))
     wanted: dict[str | None, set[str]] = {}
     for name, python in pythons.items():
         wanted.setdefault(python, set()).update(get_adapter(name).episode_packages)
     answers = {python: _versions(python, names) for python, names in wanted.items()}
-    records: dict[str, dict[str, Any] | None] = dict.fromkeys(sections)
-    for name in sections:
+    records: dict[str, dict[str, Any] | None] = dict.fromkeys(benchmarks)
+    for name in benchmarks:
         found = answers.get(pythons[name]) if name in pythons else None
         if isinstance(found, str):
             problems[name].append(f"config key 'benchmarks.{name}.python': {found}")
@@ -129,7 +130,7 @@ def _differences(recorded: dict[str, Any], actual: dict[str, Any]) -> str:
     )
 
 
-def check_recorded(benchmark: str, section: dict[str, Any], recorded: dict[str, Any] | None, what: str) -> None:
+def check_recorded(benchmark: str, settings: BenchmarkSettings, recorded: dict[str, Any] | None, what: str) -> None:
     """In the simulator step: the manifest definition's environment must be the one this interpreter (and the
     checkout as it is now) has, or the episodes would be found, or evaluated, in another one than the name says."""
     if recorded is None:
@@ -139,7 +140,7 @@ def check_recorded(benchmark: str, section: dict[str, Any], recorded: dict[str, 
         raise ManifestError(f"{what} was planned where its environment could not be read ({reason}); fix that, rerun")
     actual = package_versions.interpreter_versions(sorted(recorded.get("packages", {})))
     try:
-        checkout = get_adapter(benchmark).checkout_identity(section)
+        checkout = get_adapter(benchmark).checkout_identity(settings)
     except EnvironmentUnavailable as error:
         raise ManifestError(f"{what}: {error}") from None
     if checkout is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from evalwf.benchmark.adapter import TaskRef
 from evalwf.common.errors import ManifestError, ResultValidationError
-from evalwf.plan.campaign import BatchPlan, Campaign, TaskPlan
+from evalwf.plan.campaign import BatchPlan, PolicyCampaign, TaskPlan
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
 
@@ -73,7 +73,7 @@ def _peek(path: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _survey_task(campaign: Campaign, plan: TaskPlan, found: Inventory, manifests: dict[str, Any]) -> None:
+def _survey_task(campaign: PolicyCampaign, plan: TaskPlan, found: Inventory, manifests: dict[str, Any]) -> None:
     existing = [batch for batch in plan.batches if Path(batch.path).exists()]
     if not existing:
         return
@@ -96,7 +96,7 @@ def _survey_task(campaign: Campaign, plan: TaskPlan, found: Inventory, manifests
             found.done[batch.path] = DoneBatch(batch, float(result["duration_s"]))
 
 
-def survey(campaign: Campaign) -> Inventory:
+def survey(campaign: PolicyCampaign) -> Inventory:
     """Stat every planned file once; read only the batch files that exist and the manifests they point to, so a
     fresh campaign costs one stat per file."""
     found = Inventory()

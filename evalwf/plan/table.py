@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 from evalwf.benchmark.adapter import get_adapter
-from evalwf.plan.campaign import Campaign, TaskPlan
+from evalwf.plan.campaign import PolicyCampaign, TaskPlan
 from evalwf.plan.cost import (
     DEFAULT_SECONDS_PER_STEP,
     CostModel,
@@ -86,7 +86,7 @@ def _row(
 
 
 def build_plan(
-    campaign: Campaign,
+    campaign: PolicyCampaign,
     *,
     seconds_per_step: float = DEFAULT_SECONDS_PER_STEP,
     workers: int = DEFAULT_WORKERS,
@@ -218,7 +218,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
 
 
 @cache
-def print_plan_once(campaign: Campaign) -> None:
+def print_plan_once(campaign: PolicyCampaign) -> None:
     """The plan at the top of `snakemake -n`, with the default assumptions; once per campaign, since Snakemake
     may evaluate the input function that calls this more than once."""
     hint = "(other worker counts or assumptions: evalwf plan --configfile ... --workers N --seconds-per-step S)"

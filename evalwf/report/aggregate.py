@@ -14,7 +14,7 @@ import pandas as pd
 
 from evalwf.benchmark.adapter import get_adapter
 from evalwf.common.atomic import atomic_write_text
-from evalwf.plan.campaign import Campaign
+from evalwf.plan.campaign import PolicyCampaign
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import check_policy_servers, validate_batch_result
 from evalwf.report.reference import compare_with_reference
@@ -27,7 +27,7 @@ class IncompleteRunError(RuntimeError):
     """Some batches have no result yet: the summary would not be final."""
 
 
-def tally_benchmark(campaign: Campaign, benchmark: str) -> list[TaskTally]:
+def tally_benchmark(campaign: PolicyCampaign, benchmark: str) -> list[TaskTally]:
     """Validate every present batch file of a benchmark and count episodes and successes per task."""
     adapter = get_adapter(benchmark)
     tallies, missing = [], []
@@ -165,9 +165,9 @@ def write_csv(table: pd.DataFrame, path: str | Path) -> None:
 
 
 def summarize_benchmark(
-    campaign: Campaign, benchmark: str, outputs: dict[str, str], echo: bool = True
+    campaign: PolicyCampaign, benchmark: str, outputs: dict[str, str], echo: bool = True
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Write the gather outputs named in `outputs` (keys as Campaign.summary_paths) and, with `echo`, print the
+    """Write the gather outputs named in `outputs` (keys as PolicyCampaign.summary_paths) and, with `echo`, print the
     suite, reference and task tables to stderr (the gather step's terminal and log)."""
     from evalwf.report.plots import plot_task_success
     from evalwf.report.tables import format_html, format_latex, format_markdown, format_text

@@ -33,7 +33,7 @@ import yaml
 
 from evalwf.common.errors import ResultValidationError
 from evalwf.contract.failure import excerpt
-from evalwf.plan.campaign import Campaign
+from evalwf.plan.campaign import Campaign, PolicyCampaign
 from evalwf.plan.config import validate_config
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
@@ -149,7 +149,7 @@ def _last_error(task: Any) -> tuple[str, str] | None:
     return str(getattr(error, "type", "") or ""), str(getattr(error, "message", "") or "")
 
 
-def batch_log_path(campaign: Campaign, batch: Any) -> Path:
+def batch_log_path(campaign: PolicyCampaign, batch: Any) -> Path:
     """The Snakemake log of a batch job (the pattern of workflow/rules/evaluate.smk)."""
     logs = campaign.benchmark_dir(batch.ref.benchmark) / "logs" / "batches"
     return logs / batch.ref.suite / batch.ref.task / f"{batch.episodes.label}.log"
@@ -159,12 +159,18 @@ def batch_rows(
     campaign: Campaign, states: dict[str, QueueTask] | None, workdir: Path | None = None
 ) -> list[dict[str, Any]]:
     """One row per planned batch: done (valid result file), invalid, or its queue state; failed and invalid
-    rows carry the reason and where to read more."""
-    if campaign.multi:  # several policies: the batches of each policy's benchmarks, as <policy>/<benchmark>
-        rows = []
-        for name, member in campaign.members.items():
-            rows += [{**row, "benchmark": f"{name}/{row['benchmark']}"} for row in batch_rows(member, states, workdir)]
-        return rows
+    rows carry the reason and where to read more. Several policies: each policy's batches, as <policy>/<benchmark>."""
+    if not campaign.multi:
+        return _policy_batch_rows(campaign.single(), states, workdir)
+    rows = []
+    for name, member in campaign.members.items():
+        rows += [{**r, "benchmark": f"{name}/{r['benchmark']}"} for r in _policy_batch_rows(member, states, workdir)]
+    return rows
+
+
+def _policy_batch_rows(
+    campaign: PolicyCampaign, states: dict[str, QueueTask] | None, workdir: Path | None
+) -> list[dict[str, Any]]:
     rows = []
     for plan in campaign.tasks:
         manifest = None

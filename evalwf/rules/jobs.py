@@ -27,7 +27,7 @@ from evalwf.common.errors import SimulatorEnvError
 from evalwf.contract.failure import CAUSE_FILE_ENV, write_cause
 from evalwf.job import sim_step
 from evalwf.job.interpreter import run_in_interpreter
-from evalwf.plan.campaign import Campaign
+from evalwf.plan.campaign import Campaign, PlannedTasks, PolicyCampaign
 from evalwf.plan.interpreter import resolve_interpreter
 from evalwf.policy.client import ENDPOINT_ENV, IDENTITY_ENV, PolicyServerError, check_endpoint
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, metadata_digest
@@ -84,9 +84,9 @@ def run_logged(log_path: str, function: Callable[..., object], *args: object) ->
         function(*args)
 
 
-def _run_sim_step(campaign: Campaign, benchmark: str, request: dict[str, Any], what: str) -> None:
+def _run_sim_step(campaign: PlannedTasks, benchmark: str, request: dict[str, Any], what: str) -> None:
     """In the benchmark's interpreter when its section names one, else in process."""
-    python = resolve_interpreter(campaign.section(benchmark).get("python"), benchmark)
+    python = resolve_interpreter(campaign.settings(benchmark).python, benchmark)
     if python is None:
         sim_step.run_request(request)
         return
@@ -113,7 +113,7 @@ def seal_task_manifest(campaign: Campaign, output: str) -> None:
     _run_sim_step(campaign, plan.ref.benchmark, request, f"manifest {output}")
 
 
-def external_server(campaign: Campaign) -> dict[str, Any]:
+def external_server(campaign: PolicyCampaign) -> dict[str, Any]:
     """The openpi handshake with an external server (policy.url) before a batch: what it says it serves."""
     url = campaign.policy.url
     assert url is not None
@@ -125,7 +125,7 @@ def external_server(campaign: Campaign) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def policy_endpoint(campaign: Campaign, log_dir: Path) -> Iterator[tuple[str, dict[str, Any] | None]]:
+def policy_endpoint(campaign: PolicyCampaign, log_dir: Path) -> Iterator[tuple[str, dict[str, Any] | None]]:
     """(endpoint, external server record): policy.url (health-checked), else the worker's endpoint if it gave
     one (checked to serve this policy), else a server of our own."""
     served = os.environ.get(IDENTITY_ENV)
@@ -151,12 +151,12 @@ def policy_endpoint(campaign: Campaign, log_dir: Path) -> Iterator[tuple[str, di
 def record_campaign(config: dict[str, Any], output: str) -> None:
     """Snapshot of the validated config, with the policy identity (several policies: each one's, and which
     policies evaluate which benchmark), for the status command and the report."""
-    from evalwf.plan.config import benchmark_policies, campaign_policy_blocks, several_policies
+    from evalwf.plan.config import benchmark_policies, campaign_baseline, campaign_policy_blocks, several_policies
     from evalwf.policy.spec import PolicySpec
 
     identities = {block["name"]: PolicySpec.from_config(block).identity for block in campaign_policy_blocks(config)}
     if several_policies(config):
-        snapshot = {**config, "policy_identity": identities[config["baseline"]], "policy_identities": identities}
+        snapshot = {**config, "policy_identity": identities[campaign_baseline(config)], "policy_identities": identities}
         snapshot["benchmark_policies"] = {
             benchmark: [block["name"] for block in blocks] for benchmark, blocks in benchmark_policies(config).items()
         }
@@ -166,20 +166,20 @@ def record_campaign(config: dict[str, Any], output: str) -> None:
 
 
 def summarize(campaign: Campaign, outputs: Any) -> None:
-    """Gather step; `outputs` is the rule's named output list (keys as Campaign.summary_paths)."""
+    """Gather step; `outputs` is the rule's named output list (keys as PolicyCampaign.summary_paths)."""
     from evalwf.report.aggregate import summarize_benchmark
 
     named = dict(outputs.items())
     found = [
         (member, b)
-        for member in campaign.policy_campaigns()  # several policies: the policy whose summary this is
+        for member in campaign.policy_campaigns()  # the policy whose summary this is
         for b in member.benchmarks
         if member.summary_paths(b)["tasks"] == named["tasks"]
     ]
     if not found:
         raise ValueError(f"{named['tasks']} is not a summary this config plans")
-    campaign, benchmark = found[0]
-    summarize_benchmark(campaign, benchmark, named)  # prints the suite, reference and task tables
+    member, benchmark = found[0]
+    summarize_benchmark(member, benchmark, named)  # prints the suite, reference and task tables
     log(f"{benchmark}: tables in {named['markdown']} and {named['latex']}, plot {named['plot']}")
 
 
@@ -197,7 +197,7 @@ def compare_policies(campaign: Campaign, outputs: Any) -> None:
     log(f"{benchmark}: policy comparison in {named['markdown']} and {named['suites']}, plot {named['plot']}")
 
 
-def evaluate_batch(campaign: Campaign, output: str) -> None:
+def evaluate_batch(campaign: PolicyCampaign, output: str) -> None:
     """Evaluate the planned batch whose result file is `output` (in the benchmark's interpreter)."""
     batches = {os.path.normpath(b.path): b for b in campaign.batches()}
     batch = batches.get(os.path.normpath(output))
@@ -205,7 +205,7 @@ def evaluate_batch(campaign: Campaign, output: str) -> None:
         raise ValueError(f"batch {output} is not planned by this config (the config changed?)")
     benchmark, suite, task = batch.ref.benchmark, batch.ref.suite, batch.ref.task
     plan = campaign.task_plan(benchmark, suite, task)
-    resolve_interpreter(campaign.section(benchmark).get("python"), benchmark)  # missing: fail before any server
+    resolve_interpreter(campaign.settings(benchmark).python, benchmark)  # missing: fail before any server
     artifacts = campaign.benchmark_dir(benchmark) / "artifacts"
     with policy_endpoint(campaign, artifacts / "logs") as (endpoint, server):
         request = {

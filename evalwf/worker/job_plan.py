@@ -6,7 +6,7 @@ it does not plan only afterwards), so a task's target jobs are matched against t
 a task can only name jobs of the campaign that its own config files define (invariant 6).
 
 The rule names and wildcard names mirror workflow/rules/evaluate.smk and workflow/rules/manifests.smk, whose
-output paths are the Campaign's own (`Campaign.batch_path`, `Campaign.manifest_path`); every campaign test that
+output paths are the plan's own (`PolicyCampaign.batch_path`, `Campaign.manifest_path`); every campaign test that
 goes through real workers would fail if the two disagreed.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from evalwf.plan.campaign import BatchPlan, Campaign, TaskPlan
+from evalwf.plan.campaign import BatchPlan, Campaign, PolicyCampaign, TaskPlan
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
 from evalwf.policy.spec import PolicySpec
@@ -40,7 +40,7 @@ def _absolute(path: str | os.PathLike[str], workdir: str) -> str:
     return os.path.normpath(os.path.join(workdir, os.fspath(path)))
 
 
-def _check_batch(member: Campaign, batch: BatchPlan, plan: TaskPlan, workdir: str) -> object:
+def _check_batch(member: PolicyCampaign, batch: BatchPlan, plan: TaskPlan, workdir: str) -> object:
     manifest = load_manifest(_absolute(plan.manifest_path, workdir), plan.manifest_hash)
     return validate_batch_result(_absolute(batch.path, workdir), member.expectation(batch, manifest))
 

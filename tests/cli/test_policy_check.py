@@ -10,10 +10,10 @@ import numpy as np
 import yaml
 from conftest import REPO, write_config
 
-from evalwf.benchmark.adapter import TaskRef, get_adapter
+from evalwf.benchmark.adapter import TaskRef, benchmark_settings, get_adapter
 from evalwf.cli.policy_check import main
 from evalwf.contract.loopback import free_port
-from evalwf.plan.config import validate_config
+from evalwf.plan.config import section_settings, validate_config
 
 STANDIN_SERVER = "{python} -m benchmarks.standin.policy_server --port {port}"
 
@@ -81,9 +81,10 @@ def test_sample_observations_match_what_a_batch_sends():
         {"run": "r", "policy": {"name": "p", "command": "x --port {port}"},
          "benchmarks": {"standin": {"suites": {"beta": ["pour"]}, "episodes_per_task": 1, "batch_size": 1}}}
     )["benchmarks"]["standin"]  # fmt: skip
-    sample = get_adapter("standin").sample_observation(section, TaskRef("standin", "beta", "pour"))
-    seed = episode_seed("beta", "pour", 0, section["seed"])
-    first = StandinEpisode(seed, episode_instruction("pour", seed), section["tolerance"], 0.0).observation()
+    settings = benchmark_settings("standin", section_settings(section))
+    sample = get_adapter("standin").sample_observation(settings, TaskRef("standin", "beta", "pour"))
+    seed = episode_seed("beta", "pour", 0, settings.seed)
+    first = StandinEpisode(seed, episode_instruction("pour", seed), settings.tolerance, 0.0).observation()
     assert sample.observation.keys() == first.keys() and sample.observation["prompt"] == first["prompt"]
     assert all(np.array_equal(sample.observation[k], first[k]) for k in first if k != "prompt")
 

@@ -97,7 +97,7 @@ def test_a_benchmark_file_alone_names_the_policy_file_it_needs():
 def test_a_policy_file_section_for_a_benchmark_not_configured_is_left_out():
     campaign = Campaign(load_config(REPO / "config" / "libero.yaml", REPO / "config" / "policies" / "standin.yaml"))
     assert campaign.benchmarks == ["libero"] and not campaign.multi
-    assert campaign.policy.name == "standin-policy"
+    assert campaign.single().policy.name == "standin-policy"
 
 
 # -- the campaign: which policy evaluates which benchmark ----------------------------------------------------------
@@ -137,7 +137,7 @@ def test_one_policy_for_everything_keeps_the_paths_and_digests_of_a_single_polic
     assert [b.path for b in after.batches()] == [b.path for b in before.batches()]
     assert after.results_digest() == before.results_digest()
     assert after.settings_digest("standin") == before.settings_digest("standin")
-    assert after.policy.identity == before.policy.identity
+    assert after.single().policy.identity == before.single().policy.identity
 
 
 # -- every policy block is validated, wherever it is ---------------------------------------------------------------

@@ -16,16 +16,17 @@ import yaml
 from conftest import REPO, run_snakemake, write_config
 from lightenv import py310_python
 
-from benchmarks.robotwin.adapter import ADAPTER as ROBOTWIN
 from benchmarks.robotwin.checkout import checkout_identity
+from evalwf.benchmark.adapter import get_adapter
 from evalwf.common.errors import ManifestError
 from evalwf.common.package_versions import installed_versions
 from evalwf.job import sim_step
 from evalwf.plan import environment
 from evalwf.plan.campaign import Campaign
-from evalwf.plan.config import validate_config
+from evalwf.plan.config import section_settings, validate_config
 from evalwf.plan.manifest import seal_manifest
 
+ROBOTWIN = get_adapter("robotwin")
 STANDIN_CHECKOUT = REPO / "benchmarks" / "standin" / "robotwin_checkout"
 
 
@@ -180,7 +181,7 @@ def test_a_dry_run_probes_the_interpreter_and_writes_nothing(tmp_path):
 def test_the_simulator_step_refuses_a_manifest_of_another_environment(tmp_path):
     config = robotwin_config(episodes_per_task=2)
     plan = Campaign(validate_config(config)).tasks[0]
-    section = validate_config(config)["benchmarks"]["robotwin"]
+    section = section_settings(validate_config(config)["benchmarks"]["robotwin"])
     other = {**plan.definition["environment"], "packages": {**plan.definition["environment"]["packages"]}}
     other["packages"]["numpy"] = "1.0.0"
     definition = {**plan.definition, "environment": other}

@@ -22,7 +22,7 @@ def several(tmp_path, names=("a", "b", "c"), **extra):
 def test_policies_plan_each_policy_under_its_folder_and_share_the_manifests(tmp_path):
     config = validate_config(several(tmp_path))
     campaign = Campaign(config)
-    assert campaign.multi and campaign.baseline == "a" and config["baseline"] == "a"
+    assert campaign.multi and campaign.baseline.policy.name == "a" and "baseline" not in config
     assert list(campaign.members) == ["a", "b", "c"]
     identities = {m.policy.identity for m in campaign.policy_campaigns()}
     assert len(identities) == 3
@@ -36,8 +36,8 @@ def test_policies_plan_each_policy_under_its_folder_and_share_the_manifests(tmp_
 
 def test_single_policy_paths_are_unchanged(tmp_path):
     campaign = Campaign(validate_config(standin_config(tmp_path)))
-    assert not campaign.multi and campaign.policy_campaigns() == [campaign]
-    assert campaign.batches()[0].path.startswith(str(tmp_path / "results" / "t" / "standin" / "batches"))
+    assert not campaign.multi and campaign.policy_campaigns() == [campaign.single()]
+    assert campaign.single().batches()[0].path.startswith(str(tmp_path / "results" / "t" / "standin" / "batches"))
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,7 @@ def test_status_reads_the_snapshot_of_several_policies_and_lists_each_policys_ba
     run_dir = tmp_path / "results" / "t"
     jobs.record_campaign(config, str(run_dir / "campaign.yaml"))
     campaign = status.load_run(run_dir, tmp_path)
-    assert campaign.multi and campaign.baseline == "a"
+    assert campaign.multi and campaign.baseline.policy.name == "a"
     rows = status.batch_rows(campaign, None)
     assert {row["benchmark"] for row in rows} == {"a/standin", "b/standin", "c/standin"}
     assert len(rows) == 3 * len(Campaign(config).batches())
@@ -87,7 +87,7 @@ def test_a_policy_sweep_is_one_command_over_several_checkpoints(tmp_path):
     validated = validate_config(config)
     assert "policy_sweep" not in validated and [b["name"] for b in validated["policies"]] == ["s1", "s2"]
     campaign = Campaign(validated)
-    assert campaign.baseline == "s2"
+    assert campaign.baseline.policy.name == "s2"
     assert campaign.member("s1").policy.command.endswith("--checkpoint ckpt/1")
     assert campaign.member("s2").policy.checkpoint == "ckpt/2" and campaign.member("s2").policy.env == {"X": "1"}
     with pytest.raises(ConfigError, match="must contain"):

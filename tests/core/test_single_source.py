@@ -4,6 +4,7 @@ registered in one place (benchmarks/registry.py)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import shutil
 import sys
@@ -17,11 +18,14 @@ from benchmarks import registry
 from evalwf.plan import config as config_module
 from evalwf.plan.config import config_schema, validate_config
 
-# Code that reads validated config: the benchmark folders and the framework modules that fill or read sections.
+# Code that reads validated config: the benchmark folders (their settings included) and the framework modules that
+# fill or read sections.
+FRAMEWORK = ("plan/config.py", "plan/campaign.py", "policy/spec.py", "benchmark/settings.py", "rules/jobs.py")
 SCANNED = [
     *(p for name in registry.names() for p in sorted((REPO / "benchmarks" / name).glob("*.py"))),
-    *(REPO / "benchmarks" / rel for rel in ("core/config.py", "core/policy_spec.py", "core/campaign.py", "jobs.py")),
+    *(REPO / "evalwf" / rel for rel in FRAMEWORK),
 ]
+PLUGIN = REPO / "snakemake_executor_plugin_labtasker"
 
 
 def _keys_with_defaults(node: Any, found: set[str]) -> set[str]:
@@ -38,19 +42,34 @@ def _keys_with_defaults(node: Any, found: set[str]) -> set[str]:
     return found
 
 
+def _property_names(node: Any, found: set[str]) -> set[str]:
+    """Every property name of the schema, with a default or not."""
+    if isinstance(node, dict):
+        found.update(key for key in (node.get("properties") or {}) if isinstance(node["properties"], dict))
+        for value in node.values():
+            _property_names(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _property_names(value, found)
+    return found
+
+
 SCHEMA_KEYS = _keys_with_defaults(config_schema(), set())
+CONFIG_KEYS = _property_names(config_schema(), set())
 
 
-def default_copies(source: str, keys: set[str] = SCHEMA_KEYS) -> Iterator[str]:
+def default_copies(source: str, keys: set[str] = SCHEMA_KEYS, config_keys: set[str] = CONFIG_KEYS) -> Iterator[str]:
     """Places in `source` that give a schema key a default of their own: `.get(key, default)`,
-    `.setdefault(key, default)`, a parameter named after the key with a default value, and module-level
-    `*DEFAULT*` tables naming schema keys."""
+    `.setdefault(key, default)` (of any config key: one the schema gives no default, as `baseline`, gets none
+    written in either), a parameter named after the key with a default value, and module-level `*DEFAULT*`
+    tables naming schema keys."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr in ("get", "setdefault") and len(node.args) == 2:
                 key = node.args[0]
-                if isinstance(key, ast.Constant) and key.value in keys:
+                named = keys | config_keys if node.func.attr == "setdefault" else keys
+                if isinstance(key, ast.Constant) and key.value in named:
                     yield f"line {node.lineno}: .{node.func.attr}({key.value!r}, <default>)"
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             args = node.args.posonlyargs + node.args.args
@@ -84,8 +103,63 @@ def test_the_scan_finds_a_default_copy():
         "    return cfg.get('max_steps', 40), cfg.setdefault('seed', 7)\n"
         "class Spec:\n"
         "    startup_timeout_s: float = 600.0\n"
+        "config.setdefault('baseline', blocks[0]['name'])\n"
     )
-    assert len(list(default_copies(sample))) == 5
+    assert len(list(default_copies(sample))) == 6
+
+
+def executor_default_copies(source: str) -> Iterator[str]:
+    """Places in the executor plugin that give one of its settings a default of its own, `settings.<name> or
+    <value>` where <value> is that setting's dataclass default (a literal, or the module constant it names)."""
+    import snakemake_executor_plugin_labtasker as plugin
+
+    defaults = {
+        field.name: field.default
+        for field in dataclasses.fields(plugin.ExecutorSettings)
+        if field.default not in (dataclasses.MISSING, None)
+    }
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and len(node.values) == 2):
+            continue
+        setting, fallback = node.values
+        if not (isinstance(setting, ast.Attribute) and setting.attr in defaults):
+            continue
+        if isinstance(fallback, ast.Constant):
+            value = fallback.value
+        elif isinstance(fallback, ast.Name) and hasattr(plugin, fallback.id):
+            value = getattr(plugin, fallback.id)
+        else:
+            continue
+        if value == defaults[setting.attr]:
+            yield f"line {node.lineno}: .{setting.attr} or {value!r} repeats the setting's default"
+
+
+def test_the_executor_scan_finds_a_default_copy():
+    sample = "self.scheduling = settings.scheduling or 'longest-first'\nq = settings.queue or DEFAULT_QUEUE\n"
+    assert len(list(executor_default_copies(sample))) == 2
+
+
+@pytest.mark.parametrize("path", sorted(PLUGIN.glob("*.py")), ids=lambda p: p.name)
+def test_the_executor_settings_defaults_are_their_dataclass_fields_only(path):
+    found = list(executor_default_copies(path.read_text(encoding="utf-8")))
+    assert not found, f"{path.relative_to(REPO)}:\n" + "\n".join(found)
+
+
+def test_a_baseline_left_out_is_derived_not_written_into_the_config(tmp_path):
+    """No schema default can name a baseline (it depends on the policies): validation leaves it out, and the one
+    place that derives it (evalwf.plan.config.campaign_baseline / benchmark_baseline) says the first policy."""
+    from evalwf.plan.campaign import Campaign
+
+    raw = standin_config(tmp_path)
+    block = raw.pop("policy")
+    raw["policies"] = [{**block, "name": name} for name in ("first", "second")]
+    config = validate_config(raw)
+    assert "baseline" not in config
+    assert config_module.campaign_baseline(config) == "first" == config_module.benchmark_baseline(config, "standin")
+    campaign = Campaign(config)
+    assert campaign.baseline.policy.name == "first" and campaign.baseline_of("standin") == "first"
+    named = validate_config({**raw, "baseline": "second"})
+    assert Campaign(named).baseline.policy.name == "second" == config_module.benchmark_baseline(named, "standin")
 
 
 @pytest.mark.parametrize("path", SCANNED, ids=lambda p: str(p.relative_to(REPO)))
@@ -152,14 +226,19 @@ def test_benchmark_names_appear_only_in_the_registry():
 
 @pytest.fixture
 def toy_benchmark(tmp_path, monkeypatch):
-    """A copy of the stand-in as a new benchmark 'toy' in a package of its own, registered with one entry."""
+    """A new benchmark 'toy' in one folder of its own, registered with one entry: the stand-in's schema, typed
+    settings of its own (the stand-in's fields), an adapter that reads them (the stand-in's mechanics)."""
     package = tmp_path / "toybench"
     package.mkdir()
     (package / "__init__.py").write_text("")
     shutil.copy(REPO / "benchmarks" / "standin" / "schema.yaml", package / "schema.yaml")
+    (package / "settings.py").write_text(
+        "from dataclasses import dataclass\n\nfrom benchmarks.standin.settings import StandinSettings\n\n\n"
+        "@dataclass(frozen=True)\nclass ToySettings(StandinSettings):\n    pass\n"
+    )
     (package / "adapter.py").write_text(
-        "from benchmarks.standin.adapter import StandinAdapter\n\n\n"
-        "class ToyAdapter(StandinAdapter):\n    name = 'toy'\n\n\nADAPTER = ToyAdapter()\n"
+        "from benchmarks.standin.adapter import StandinAdapter\nfrom toybench.settings import ToySettings\n\n\n"
+        "class ToyAdapter(StandinAdapter):\n    settings_class = ToySettings\n\n\nAdapter = ToyAdapter\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(registry.BENCHMARKS, "toy", "toybench")  # the one edit
@@ -167,8 +246,8 @@ def toy_benchmark(tmp_path, monkeypatch):
     yield "toy"
     monkeypatch.delitem(registry.BENCHMARKS, "toy")
     config_schema.cache_clear()
-    sys.modules.pop("toybench.adapter", None)
-    sys.modules.pop("toybench", None)
+    for module in ("toybench.adapter", "toybench.settings", "toybench"):
+        sys.modules.pop(module, None)
 
 
 def test_adding_a_benchmark_is_one_registry_entry(tmp_path, toy_benchmark):
@@ -179,9 +258,12 @@ def test_adding_a_benchmark_is_one_registry_entry(tmp_path, toy_benchmark):
     raw["reference"] = {"toy": {"alpha": 50}}
     campaign = Campaign(validate_config(raw))
     assert {plan.ref.benchmark for plan in campaign.tasks} == {"toy"}
-    assert campaign.section("toy")["replan_steps"] == 5, "its schema's defaults"
+    assert {plan.definition["benchmark"] for plan in campaign.tasks} == {"toy"}, "named by its registry key"
+    settings = campaign.settings("toy")
+    assert type(settings).__name__ == "ToySettings" and settings.replan_steps == 5, "typed, its schema's defaults"
+    assert registry.adapter("toy").name == "toy"
     assert re.fullmatch(registry.wildcard_pattern(), "toy")
-    assert campaign.summary_paths("toy")["reference"].endswith("reference_comparison.csv")
+    assert campaign.single().summary_paths("toy")["reference"].endswith("reference_comparison.csv")
 
 
 def test_the_standin_is_registered_in_one_place(tmp_path, monkeypatch):

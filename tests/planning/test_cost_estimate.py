@@ -24,7 +24,7 @@ from evalwf.plan.table import build_plan
 
 def small_campaign(tmp_path) -> Campaign:
     # 3 tasks (alpha/reach, alpha/push, beta/open) x 5 episodes in batches 2, 2, 1; at most 30 steps an episode
-    return Campaign(validate_config(standin_config(tmp_path)))
+    return Campaign(validate_config(standin_config(tmp_path))).single()
 
 
 def test_before_anything_ran_a_batch_costs_episodes_x_step_limit_x_seconds_per_step(tmp_path):
@@ -46,7 +46,7 @@ def test_before_anything_ran_a_batch_costs_episodes_x_step_limit_x_seconds_per_s
 def test_libero_estimate_is_500_episodes_per_suite_times_its_step_limit(tmp_path):
     config = load_config(REPO / "config" / "libero.yaml", REPO / "config" / "policies" / "standin.yaml")
     config.update(results_dir=str(tmp_path / "r"), manifest_cache=str(tmp_path / "c"))
-    plan = build_plan(Campaign(validate_config(config)), seconds_per_step=0.1, workers=1, batch_overhead_s=0.0)
+    plan = build_plan(Campaign(validate_config(config)).single(), seconds_per_step=0.1, workers=1, batch_overhead_s=0.0)
     # (220 + 10) + (280 + 10) + (300 + 10) + (520 + 10) = 1360 steps x 500 episodes x 0.1 s = 68000 s
     assert plan.estimate.simulation_s == pytest.approx(68000.0)
     assert plan.estimate.span_s == pytest.approx(68000.0)  # one worker, no overhead: the span is the work

@@ -13,19 +13,19 @@ from runkit import fabricate_run
 
 from benchmarks.libero.suites import SUITES
 from benchmarks.robotwin.tasks import STEP_LIMITS
-from evalwf.plan.campaign import Campaign
+from evalwf.plan.campaign import Campaign, PolicyCampaign
 from evalwf.plan.config import load_config, validate_config
 from evalwf.plan.table import build_plan, to_json
 
 EVALWF = Path(sys.executable).with_name("evalwf")
 
 
-def shipped(tmp_path: Path, *names: str, **overrides) -> Campaign:
+def shipped(tmp_path: Path, *names: str, **overrides) -> PolicyCampaign:
     """A shipped benchmark file with the stand-in policy file, its results (and manifest cache) under tmp_path, so
     nothing on disk counts."""
     config = load_config(*(REPO / "config" / name for name in (*names, "policies/standin.yaml")))
     config.update(results_dir=str(tmp_path / "results"), manifest_cache=str(tmp_path / "cache"), **overrides)
-    return Campaign(validate_config(config))
+    return Campaign(validate_config(config)).single()
 
 
 def test_libero_config_plans_400_batches_of_2000_episodes(tmp_path):
@@ -63,7 +63,7 @@ def test_seen_and_unseen_share_manifests_counted_once_in_the_total(tmp_path):
     config = load_config(REPO / "config" / "robotwin.yaml", REPO / "config" / "policies" / "standin.yaml")
     config["benchmarks"]["robotwin"]["instruction_types"] = ["seen", "unseen"]
     config.update(results_dir=str(tmp_path / "results"), manifest_cache=str(tmp_path / "cache"))
-    plan = build_plan(Campaign(validate_config(config)))
+    plan = build_plan(Campaign(validate_config(config)).single())
     assert [(row.suite, row.batches, row.manifests_to_build) for row in plan.rows] == [
         ("demo_clean-seen", 1000, 50),
         ("demo_clean-unseen", 1000, 50),
@@ -157,4 +157,4 @@ def test_plan_is_not_printed_outside_a_dry_run(tmp_path):
     out = run_snakemake(tmp_path, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
     assert "Plan of run" not in out.stdout + out.stderr
     assert (Path(config["results_dir"]) / "t" / "campaign.yaml").exists()
-    assert to_json(build_plan(Campaign(validate_config(config))))["total"]["done"] == 1
+    assert to_json(build_plan(Campaign(validate_config(config)).single()))["total"]["done"] == 1

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 from conftest import standin_config
 from runkit import fabricate_run  # noqa: F401  (puts tests/ on the path like the other reporting tests)
+from videokit import count_frames
 
-from evalwf.benchmark.adapter import BatchContext, TaskRef, get_adapter
+from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange
-from evalwf.benchmark.video import MAX_FRAMES, count_frames, write_video
-from evalwf.plan.config import validate_config
+from evalwf.benchmark.video import MAX_FRAMES, write_video
+from evalwf.plan.config import section_settings, validate_config
 from evalwf.plan.manifest import seal_manifest
 
 
@@ -38,7 +39,8 @@ class ScriptedPolicy:
 
 def run_standin(tmp_path, task: str, mode: str, solves: set[str]):
     config = validate_config(standin_config(tmp_path, standin={"record_video": mode, "max_steps": 12}))
-    adapter, section = get_adapter("standin"), config["benchmarks"]["standin"]
+    adapter = get_adapter("standin")
+    section = benchmark_settings("standin", section_settings(config["benchmarks"]["standin"]))
     definition = adapter.manifest_definition(section, "alpha", task)
     path = tmp_path / f"{task}.json"
     manifest = seal_manifest(adapter, definition, "alpha", task, str(path), config["manifest_cache"])

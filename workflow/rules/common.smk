@@ -65,7 +65,11 @@ wildcard_constraints:
     task=r"[^/.]+",
     digest=r"[0-9a-f]{16}",
     batch=r"\d\d\d\d+-\d+",
-    policy="|".join(re.escape(name) for name in CAMPAIGN.members) or r"[^/]+",
+    policy=(
+        "|".join(re.escape(name) for name in CAMPAIGN.members)
+        if CAMPAIGN.multi
+        else r"[^/]+"
+    ),
 
 
 def manifest_of(wildcards):
@@ -130,13 +134,14 @@ def all_manifests(benchmark):
     return [ancient(path) for path in CAMPAIGN.manifests(benchmark)]
 
 
-def all_batches(benchmark, campaign=CAMPAIGN):
+def all_batches(benchmark, campaign):
+    """The batch files of `benchmark` that one policy's campaign (a PolicyCampaign) evaluates."""
     return [batch.path for batch in campaign.batches(benchmark)]
 
 
 def campaign_of(wildcards):
     """The campaign of a job's policy: with several policies, the member its {policy} wildcard names."""
-    return CAMPAIGN.member(wildcards.policy) if CAMPAIGN.multi else CAMPAIGN
+    return CAMPAIGN.member(wildcards.policy) if CAMPAIGN.multi else CAMPAIGN.single()
 
 
 def policy_summaries(campaign):
@@ -197,26 +202,26 @@ def settings_param(wildcards):
     return CAMPAIGN.settings_digest(wildcards.benchmark)
 
 
-_COST_MODEL = []
+_COST_MODELS = {}
 
 
 def expected_cost_resource(wildcards):
-    """Expected seconds of simulation of this batch (the same figure `evalwf plan` shows): the executor turns it
-    into the task's priority, so the longest batches start first and the campaign's tail shrinks. Measured
-    durations of finished batches count once there are some; computed once per submitter, never in job steps.
+    """Expected seconds of simulation of this batch (the same figure `evalwf plan` shows for its policy): the
+    executor turns it into the task's priority, so the longest batches start first and the campaign's tail
+    shrinks. Measured durations of the policy's finished batches count once there are some; computed once per
+    policy and submitter, never in job steps.
     """
     if workflow.remote_exec:
         return 0
-    if not _COST_MODEL:
-        from evalwf.plan.cost import CostModel
+    from evalwf.plan.cost import CostModel, expected_batch_cost
 
-        _COST_MODEL.append(CostModel.measure(CAMPAIGN))
-    from evalwf.plan.cost import expected_batch_cost
-
-    batch = CAMPAIGN.batch_plan_of(
+    campaign = campaign_of(wildcards)
+    if campaign.policy.name not in _COST_MODELS:
+        _COST_MODELS[campaign.policy.name] = CostModel.measure(campaign)
+    batch = campaign.batch_plan_of(
         wildcards.benchmark, wildcards.suite, wildcards.task, wildcards.batch
     )
-    return max(1, round(expected_batch_cost(_COST_MODEL[0], batch)))
+    return max(1, round(expected_batch_cost(_COST_MODELS[campaign.policy.name], batch)))
 
 
 def manifest_gpu_resource(wildcards):

@@ -37,12 +37,11 @@ pytestmark = [
     pytest.mark.skipif(REASON is not None, reason=f"LIBERO simulator not available: {REASON}"),
 ]
 
-from benchmarks.libero.adapter import ADAPTER  # noqa: E402
 from benchmarks.libero.init_states import load_init_states  # noqa: E402
 from benchmarks.libero.observation import openpi_observation, quat_to_axis_angle  # noqa: E402
 from benchmarks.libero.rng_states import encode_state  # noqa: E402
 from benchmarks.libero.suites import DUMMY_ACTION, SUITES  # noqa: E402
-from evalwf.benchmark.adapter import BatchContext, TaskRef  # noqa: E402
+from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter  # noqa: E402
 from evalwf.benchmark.batches import EpisodeRange  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
@@ -51,13 +50,16 @@ REF = TaskRef("libero", SUITE, str(TASK))
 MAX_STEPS = 5
 
 
-def bench_cfg(**overrides: Any) -> dict[str, Any]:
-    """A validated LIBERO section (the schema fills every default, as in a campaign)."""
+ADAPTER = get_adapter("libero")
+
+
+def bench_cfg(**overrides: Any) -> Any:
+    """LIBERO's settings from a validated section (the schema fills every default, as in a campaign)."""
     from evalwf.plan.config import validate_section
 
     section = {"episodes_per_task": 3, "batch_size": 1, "seed": 7, "suites": {SUITE: [TASK]}, "max_steps": MAX_STEPS}
     section.update(overrides)
-    return validate_section("libero", section)
+    return benchmark_settings("libero", validate_section("libero", section))
 
 
 def frame_sha(obs: dict[str, Any]) -> str:
@@ -78,7 +80,7 @@ class HashPolicy:
 
 
 def run_batch(
-    bench: dict[str, Any], manifest: dict[str, Any], start: int, count: int, policy: Any, tmp_path: Path
+    bench: Any, manifest: dict[str, Any], start: int, count: int, policy: Any, tmp_path: Path
 ) -> list[dict[str, Any]]:
     ctx = BatchContext(REF, EpisodeRange(start, count), manifest, bench, policy, tmp_path / "artifacts", print)
     return list(ADAPTER.evaluate_batch(ctx))
@@ -225,7 +227,7 @@ def test_episode_through_the_standin_policy_server_over_the_websocket(manifest, 
 
 def test_video_is_written_when_asked(manifest, tmp_path):
     """Real LIBERO frames: the mp4 next to the batch decodes to one frame per simulator step plus the first."""
-    from evalwf.benchmark.video import count_frames
+    from videokit import count_frames
 
     ctx = BatchContext(
         REF, EpisodeRange(0, 1), manifest, bench_cfg(max_steps=6, record_video="all", camera_size=128),

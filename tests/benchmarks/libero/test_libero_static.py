@@ -22,12 +22,13 @@ import yaml
 
 from benchmarks.libero import env as libero_env
 from benchmarks.libero import init_states as init_states_module
-from benchmarks.libero.adapter import ADAPTER, LiberoAdapter
+from benchmarks.libero.adapter import LiberoAdapter
 from benchmarks.libero.init_states import load_init_states
 from benchmarks.libero.observation import openpi_observation, quat_to_axis_angle, resize_with_pad, rotate_180
 from benchmarks.libero.rng_states import decode_state, encode_state
+from benchmarks.libero.settings import LiberoSettings
 from benchmarks.libero.suites import SUITES
-from evalwf.benchmark.adapter import BatchContext, TaskRef, get_adapter
+from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange
 from evalwf.common.errors import ConfigError
 from evalwf.plan.config import validate_section
@@ -42,9 +43,12 @@ def raw_section(**overrides: Any) -> dict[str, Any]:
     return base
 
 
-def cfg(**overrides: Any) -> dict[str, Any]:
-    """A LIBERO section as a campaign has it: validated, the schema's defaults filled in."""
-    return validate_section("libero", raw_section(**overrides))
+ADAPTER = get_adapter("libero")
+
+
+def cfg(**overrides: Any) -> LiberoSettings:
+    """LIBERO's settings as a campaign has them: from a validated section, the schema's defaults filled in."""
+    return benchmark_settings("libero", validate_section("libero", raw_section(**overrides)))
 
 
 # --- expand / manifest_definition ---------------------------------------------------------------------------
@@ -385,7 +389,7 @@ def fake_libero(monkeypatch, tmp_path):
     return options
 
 
-def _manifest(bench: dict[str, Any]) -> dict[str, Any]:
+def _manifest(bench: LiberoSettings) -> dict[str, Any]:
     definition = ADAPTER.manifest_definition(bench, "libero_spatial", "0")
     return {"definition": definition, "episodes": ADAPTER.build_manifest(definition, log=lambda _m: None).episodes}
 

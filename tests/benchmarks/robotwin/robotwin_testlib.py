@@ -10,15 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.robotwin.adapter import ADAPTER
 from benchmarks.robotwin.checkout import PROJECT_ROOT, RobotwinCheckout, set_clutter_xlim_default
 from benchmarks.robotwin.observation import PolicyMapping
+from benchmarks.robotwin.settings import RobotwinSettings
 from benchmarks.standin.policy_server import StandinPolicy
-from evalwf.benchmark.adapter import BatchContext, TaskRef
+from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import plan_batches
-from evalwf.plan.config import validate_config
+from evalwf.plan.config import section_settings, validate_config
 from evalwf.plan.manifest import build_manifest_document
 
+ADAPTER = get_adapter("robotwin")
 STANDIN_ROOT = "benchmarks/standin/robotwin_checkout"
 STANDIN_PATH = PROJECT_ROOT / STANDIN_ROOT
 # The stand-in policy is a controller: it needs the stand-in's target and answers offsets from the state.
@@ -34,7 +35,7 @@ STANDIN_MAPPING = {
 }
 
 
-def section(**overrides: Any) -> dict[str, Any]:
+def raw_section(**overrides: Any) -> dict[str, Any]:
     """A validated benchmarks.robotwin section (schema defaults filled in) against the stand-in checkout."""
     robotwin = {
         "robotwin_root": STANDIN_ROOT,
@@ -52,7 +53,12 @@ def section(**overrides: Any) -> dict[str, Any]:
         "policy": {"name": "p", "command": "{python} -m benchmarks.standin.policy_server --port {port}"},
         "benchmarks": {"robotwin": robotwin},
     }
-    return validate_config(config)["benchmarks"]["robotwin"]
+    return section_settings(validate_config(config)["benchmarks"]["robotwin"])
+
+
+def section(**overrides: Any) -> RobotwinSettings:
+    """The settings of raw_section(**overrides): what the adapter reads."""
+    return benchmark_settings("robotwin", raw_section(**overrides))
 
 
 class InProcessPolicy:
@@ -67,7 +73,7 @@ class InProcessPolicy:
         return {"actions": self.policy.infer(observation)}
 
 
-def build(bench_cfg: dict[str, Any], task_config: str, task: str, text_seed: int | None = 0) -> dict[str, Any]:
+def build(bench_cfg: RobotwinSettings, task_config: str, task: str, text_seed: int | None = 0) -> dict[str, Any]:
     """Build a manifest. Its texts come from the (unseeded, as upstream) Python random: fixed here so that a
     test's outcome counts do not vary from one pytest process to the next."""
     if text_seed is not None:
@@ -77,7 +83,7 @@ def build(bench_cfg: dict[str, Any], task_config: str, task: str, text_seed: int
 
 
 def run_batches(
-    bench_cfg: dict[str, Any], suite: str, task: str, manifest: dict[str, Any], batch_size: int, tmp: Path
+    bench_cfg: RobotwinSettings, suite: str, task: str, manifest: dict[str, Any], batch_size: int, tmp: Path
 ) -> list[dict[str, Any]]:
     """Every episode of the task, batch by batch, each batch with a fresh policy client (as separate jobs)."""
     records = []
@@ -104,7 +110,7 @@ def upstream_sequential_loop(
     *,
     instruction_type: str = "unseen",
     policy: Any = None,
-    bench_cfg: dict[str, Any] | None = None,
+    bench_cfg: RobotwinSettings | None = None,
     instruction_for: Any = None,
 ) -> dict[str, Any]:
     """script/eval_policy.py's eval_policy loop, as in shared/reference/robotwin.md, in a fresh-process state.
@@ -115,8 +121,8 @@ def upstream_sequential_loop(
     """
     checkout = RobotwinCheckout(STANDIN_PATH)
     bench_cfg = bench_cfg or section(observation={}, action={}, replan_steps=50)  # the schema's mapping
-    mapping = PolicyMapping.from_config(bench_cfg)
-    replan = bench_cfg["replan_steps"]
+    mapping = PolicyMapping.from_settings(bench_cfg)
+    replan = bench_cfg.replan_steps
     accepted, skipped, outcomes = [], [], []
     with checkout.activated():
         args = checkout.eval_args(task, task_config)

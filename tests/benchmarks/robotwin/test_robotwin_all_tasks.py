@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from robotwin_testlib import STANDIN_PATH, InProcessPolicy, build, run_batches, section, upstream_sequential_loop
+from robotwin_testlib import (
+    ADAPTER,
+    STANDIN_PATH,
+    InProcessPolicy,
+    build,
+    run_batches,
+    section,
+    upstream_sequential_loop,
+)
 
 from benchmarks.robotwin import expert_state
-from benchmarks.robotwin.adapter import ADAPTER
 from benchmarks.robotwin.checkout import RobotwinCheckout, simulator_rng_guard
 from benchmarks.robotwin.tasks import PLAY_ONCE_STATE, TASKS
 from evalwf.benchmark.adapter import BatchContext, TaskRef

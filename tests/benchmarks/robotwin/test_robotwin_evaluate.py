@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from robotwin_testlib import (
+    ADAPTER,
     InProcessPolicy,
     build,
     run_batches,
@@ -16,7 +18,6 @@ from robotwin_testlib import (
     without_duration,
 )
 
-from benchmarks.robotwin.adapter import ADAPTER
 from evalwf.benchmark.adapter import BatchContext, TaskRef
 from evalwf.benchmark.batches import EpisodeRange
 
@@ -101,7 +102,7 @@ def test_upstream_clutter_has_drifted_before_episode_0_and_the_default_reproduce
     moved (once per earlier cluttered setup, then again in its own setup): a fresh process's value is not
     upstream's even for episode 0. The schema's default (reproduce_clutter_drift: true) restores it."""
     cfg = section(tasks=[task], episodes_per_task=4, **FAST)
-    assert cfg["reproduce_clutter_drift"] is True  # the schema's default
+    assert cfg.reproduce_clutter_drift is True  # the schema's default
     manifest = build(cfg, "demo_randomized", task)
     first = manifest["episodes"][0]
     setups_before = 1 + first["seeds_skipped_before"]  # expert checks run before episode 0's policy setup
@@ -111,7 +112,7 @@ def test_upstream_clutter_has_drifted_before_episode_0_and_the_default_reproduce
     recorded = [e["clutter_xlim_default"] for e in manifest["episodes"]]
     assert [r["extra"]["clutter_xlim_default"] for r in default] == recorded
     assert all(r["extra"]["instruction_position_matches_manifest"] for r in default)
-    off = {**cfg, "reproduce_clutter_drift": False}
+    off = replace(cfg, reproduce_clutter_drift=False)
     fresh = run_batches(off, "demo_randomized-unseen", task, manifest, 4, tmp_path)
     assert fresh[0]["extra"]["clutter_xlim_default"] == [-0.59, 0.59]
     assert not fresh[0]["extra"]["instruction_position_matches_manifest"]  # episode 0 differs too

@@ -11,15 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from robotwin_testlib import (
+    ADAPTER,
     InProcessPolicy,
     build,
+    raw_section,
     run_batches,
     same_numpy_state,
     section,
     upstream_sequential_loop,
 )
 
-from benchmarks.robotwin.adapter import ADAPTER
 from evalwf.benchmark.batches import EpisodeRange
 from evalwf.common.errors import ManifestError, ResultValidationError
 from evalwf.plan.manifest import load_manifest, seal_manifest
@@ -253,7 +254,7 @@ def test_a_failed_expert_check_in_robotwins_interpreter_is_the_first_line_of_the
             "    if len(_calls) == 3:\n        open('assets/objects/001_bell/base0.glb', 'rb')\n"
             "    return _expert(self)\n\n\nclick_bell.play_once = _play_once\n"
         )
-    robotwin = {**section(episodes_per_task=3), "robotwin_root": str(checkout), "python": str(py310_python())}
+    robotwin = {**raw_section(episodes_per_task=3), "robotwin_root": str(checkout), "python": str(py310_python())}
     robotwin.update(tasks=["click_bell"], task_configs=["demo_clean"], instruction_types=["unseen"])
     config = {"run": "t", "results_dir": str(tmp_path / "results"), "manifest_cache": str(tmp_path / "cache"),
               "policy": {"name": "p", "command": "x --port {port}"}, "benchmarks": {"robotwin": robotwin}}  # fmt: skip

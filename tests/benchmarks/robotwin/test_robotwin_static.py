@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from robotwin_testlib import STANDIN_PATH, STANDIN_ROOT, section
+from robotwin_testlib import ADAPTER, STANDIN_PATH, STANDIN_ROOT, section
 
-from benchmarks.robotwin.adapter import ADAPTER
 from benchmarks.robotwin.checkout import RobotwinCheckout
 from benchmarks.robotwin.observation import PolicyMapping
 from benchmarks.robotwin.tasks import STEP_LIMITS, TASKS, start_seed
@@ -36,7 +36,7 @@ def test_schema_lists_the_same_tasks():
 
 def test_defaults_and_suites():
     cfg = section(tasks="all", task_configs=["demo_clean"], instruction_types=["unseen"])
-    assert cfg["seed"] == 0 and cfg["instruction_list_length"] == 100 and cfg["step_limit"] is None
+    assert cfg.seed == 0 and cfg.instruction_list_length == 100 and cfg.step_limit is None
     refs = ADAPTER.expand(cfg)
     assert len(refs) == 50 and {r.suite for r in refs} == {"demo_clean-unseen"}
     both = ADAPTER.expand(section(tasks=["click_bell", "lift_pot"]))
@@ -85,7 +85,7 @@ def test_definition_hashes_what_defines_the_episodes():
     base = manifest_hash(definition)
     assert manifest_hash(ADAPTER.manifest_definition(cfg, "demo_clean", "click_bell")) == base
     for change in ({"seed": 1}, {"episodes_per_task": 11}, {"instruction_list_length": 50}):
-        assert manifest_hash(ADAPTER.manifest_definition({**cfg, **change}, "demo_clean", "click_bell")) != base
+        assert manifest_hash(ADAPTER.manifest_definition(replace(cfg, **change), "demo_clean", "click_bell")) != base
     # Evaluation-only settings and where the checkout lies on this host do not change the episodes.
     for change in (
         {"robotwin_root": str(STANDIN_PATH.resolve())},
@@ -94,7 +94,7 @@ def test_definition_hashes_what_defines_the_episodes():
         {"clear_cache_freq": 2},
         {"batch_size": 1},
     ):
-        assert manifest_hash(ADAPTER.manifest_definition({**cfg, **change}, "demo_clean", "click_bell")) == base
+        assert manifest_hash(ADAPTER.manifest_definition(replace(cfg, **change), "demo_clean", "click_bell")) == base
     # seen and unseen suites share the manifest of their task config.
     assert ADAPTER.manifest_definition(cfg, "demo_randomized", "click_bell")["task_config"] == "demo_randomized"
 
@@ -127,7 +127,7 @@ def _standin_observation() -> dict:
 
 def test_default_mapping_is_openpi_aloha():
     observation = _standin_observation()
-    mapping = PolicyMapping.from_config(section(observation={}, action={}))
+    mapping = PolicyMapping.from_settings(section(observation={}, action={}))
     request = mapping.request(observation, "lift the pot")
     assert set(request) == {"images", "state", "prompt"}
     assert set(request["images"]) == {"cam_high", "cam_left_wrist", "cam_right_wrist"}
@@ -151,7 +151,7 @@ def test_state_is_sent_as_upstream_passes_it_float64_unrounded():
     observation = _standin_observation()
     vector = observation["joint_action"]["vector"]
     assert vector.dtype == np.float64
-    request = PolicyMapping.from_config(section(observation={}, action={})).request(observation, "x")
+    request = PolicyMapping.from_settings(section(observation={}, action={})).request(observation, "x")
     received = msgpack_numpy.unpackb(msgpack_numpy.packb(request))["state"]
     assert received.dtype == np.float64
     assert received.tobytes() == vector.tobytes()
@@ -159,7 +159,7 @@ def test_state_is_sent_as_upstream_passes_it_float64_unrounded():
 
 def test_configured_mapping_flat_keys_extra_and_delta():
     observation = _standin_observation()
-    mapping = PolicyMapping.from_config(section())
+    mapping = PolicyMapping.from_settings(section())
     request = mapping.request(observation, "x")
     assert set(request) == {"observation/image", "observation/state", "observation/goal", "prompt"}
     assert request["observation/image"].shape == (24, 32, 3)
