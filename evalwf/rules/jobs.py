@@ -95,7 +95,7 @@ def _run_sim_step(campaign: PlannedTasks, benchmark: str, request: dict[str, Any
         raise SimulatorEnvError(f"{what}: {python} exited 0 but did not write {request['output']}")
 
 
-def seal_task_manifest(campaign: Campaign, output: str) -> None:
+def seal_task_manifest(campaign: PlannedTasks, output: str) -> None:
     plans = {os.path.normpath(path): plan for path, plan in campaign.manifests().items()}
     plan = plans.get(os.path.normpath(output))
     if plan is None:

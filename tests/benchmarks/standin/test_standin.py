@@ -39,7 +39,7 @@ def evaluate_all(tmp_path, batch_size, endpoint, monkeypatch, episodes=6):
         tmp_path,
         standin={"episodes_per_task": episodes, "batch_size": batch_size, "suites": {"alpha": ["reach", "stack"]}},
     )
-    campaign = Campaign(validate_config(config))
+    campaign = Campaign(validate_config(config)).single()
     records = {}
     for plan in campaign.tasks:
         jobs.seal_task_manifest(campaign, plan.manifest_path)

@@ -29,7 +29,7 @@ def evaluate(tmp_path: Path, endpoint: str, batch_size: int, slots: int, monkeyp
     config = standin_config(
         tmp_path, standin={"episodes_per_task": 5, "batch_size": batch_size, "suites": {"alpha": ["reach", "push"]}}
     )
-    campaign = Campaign(validate_config(config))
+    campaign = Campaign(validate_config(config)).single()
     for plan in campaign.tasks:
         jobs.seal_task_manifest(campaign, plan.manifest_path)
     batches = [batch for plan in campaign.tasks for batch in plan.batches]
