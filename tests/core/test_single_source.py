@@ -20,7 +20,7 @@ from evalwf.plan.config import config_schema, validate_config
 # Code that reads validated config: the benchmark folders and the framework modules that fill or read sections.
 SCANNED = [
     *(p for name in registry.names() for p in sorted((REPO / "benchmarks" / name).glob("*.py"))),
-    *(REPO / "benchmarks" / rel for rel in ("core/config.py", "core/policy_spec.py", "core/campaign.py", "jobs.py")),
+    *(p for part in ("plan", "policy", "rules") for p in sorted((REPO / "evalwf" / part).glob("*.py"))),
 ]
 
 
