@@ -61,7 +61,9 @@ def test_every_benchmark_key_is_in_its_table_with_the_schema_default():
             cell = rows[key].strip()
             if cell == "required" or "default" not in spec:
                 if (cell == "required") != (key in schema.get("required", [])):
-                    wrong.append(f"{benchmark}.{key}: README says {cell!r}, the schema requires {schema.get('required')}")
+                    wrong.append(
+                        f"{benchmark}.{key}: README says {cell!r}, the schema requires {schema.get('required')}"
+                    )
                 continue
             if yaml.safe_load(cell.replace("`", "")) != spec["default"]:
                 wrong.append(f"{benchmark}.{key}: README default {cell}, schema default {spec['default']!r}")
