@@ -4,7 +4,7 @@
 
 Prints, per mode: wall time, batches, summed in-batch evaluation time (from the batch JSONs) and the
 per-batch overhead (job step start-up, queue round trips, policy handshake) = (wall x parallel slots -
-summed evaluation time) / batches. The README quotes these numbers.
+summed evaluation time) / batches. docs/performance.md quotes these numbers.
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
         if section.get("max_steps") is None:
             return []
         limits = ", ".join(f"{suite} {effective_max_steps(suite, None)}" for suite in section.get("suites", {}))
-        return [f"LIBERO's horizon is cut to {section['max_steps']} steps (openpi allows {limits})"]
+        return [f"LIBERO's horizon is cut to {section['max_steps']} steps (openpi allows {limits}; 0 % is expected)"]
 
     def node_checks(self, settings: LiberoSettings) -> list[NodeCheck]:
         """The simulator's packages and config, its scene assets, and one frame rendered through EGL."""

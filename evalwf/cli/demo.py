@@ -70,8 +70,7 @@ def what_the_numbers_mean(config: dict, shown: str) -> list[str]:
         reasons += registry.adapter(name).protocol_deviations(section or {})
     lines = []
     if reasons:
-        expected = " (0 % on LIBERO is expected)" if "libero" in (config.get("benchmarks") or {}) else ""
-        lines.append(f"what the success rates mean{expected}, per {shown}: " + "; ".join(reasons) + ".")
+        lines.append(f"what the success rates mean, per {shown}: " + "; ".join(reasons) + ".")
         lines.append(
             "they say nothing about any real policy: the demo shows the machinery (manifests, queue, workers, "
             "validated batches, summaries), not a score."

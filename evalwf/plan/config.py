@@ -274,6 +274,39 @@ def _check_policies(config: dict[str, Any]) -> None:
             )
 
 
+def _check_adaptive(config: dict[str, Any]) -> None:
+    """Rounds need a sweep, batches that each lie in one round, and more than one round."""
+    if "adaptive" not in config:
+        return
+    if not several_policies(config):
+        raise ConfigError(
+            "invalid config: config key 'adaptive': only for a sweep of several policies ('policies' or "
+            "'policy_sweep'); remove it to evaluate one policy"
+        )
+    adaptive = config["adaptive"]
+    rounds = adaptive["round_episodes"]
+    for name, blocks in benchmark_policies(config).items():
+        if len(blocks) < 2:
+            continue  # one policy evaluates it: nothing to compare, it runs in full
+        section = config["benchmarks"][name]
+        episodes, batch = section["episodes_per_task"], section["batch_size"]
+        if rounds % batch:
+            raise ConfigError(
+                f"invalid config: config key 'adaptive.round_episodes': {rounds} is not a multiple of "
+                f"benchmarks.{name}.batch_size ({batch}): every batch must lie in one round; use a multiple of it"
+            )
+        if rounds >= episodes:
+            raise ConfigError(
+                f"invalid config: config key 'adaptive.round_episodes': {rounds} leaves a single round of "
+                f"benchmarks.{name}.episodes_per_task ({episodes}): nothing could stop early; use fewer"
+            )
+        if adaptive["min_episodes"] >= episodes:
+            raise ConfigError(
+                f"invalid config: config key 'adaptive.min_episodes': {adaptive['min_episodes']} is not less than "
+                f"benchmarks.{name}.episodes_per_task ({episodes}): no decision could ever be taken; use fewer"
+            )
+
+
 def validate_config(raw: dict[str, Any] | None) -> dict[str, Any]:
     """Validate a config dict, fill defaults, and run each benchmark's semantic checks.
 
@@ -293,6 +326,7 @@ def validate_config(raw: dict[str, Any] | None) -> dict[str, Any]:
     if "policy_sweep" in config:
         return validate_config(expand_policy_sweep(config))
     _check_policies(config)
+    _check_adaptive(config)
     for name, section in config["benchmarks"].items():
         if section["batch_size"] > section["episodes_per_task"]:
             raise ConfigError(

@@ -64,10 +64,11 @@ class TaggedPolicy:
 
 def request_rng(observation: dict[str, Any]) -> np.random.Generator:
     """The generator of one request: a pure function of its episode key (benchmark, suite, task, episode, seed,
-    step). A request without the key (a client that is not this workflow) gets an unseeded generator."""
+    step). A request without the key (a client that is not this workflow) gets an unseeded generator; a key that
+    lacks a field fails its request (KeyError) rather than drawing numbers no rerun could repeat."""
     key = observation.get(EPISODE_KEY)
     if not isinstance(key, dict):
         return np.random.default_rng()
-    name = f"{key.get('benchmark')}/{key.get('suite')}/{key.get('task')}"
-    words = [zlib.crc32(name.encode()), int(key.get("episode", 0)), int(key.get("seed", 0)), int(key.get("step", 0))]
+    name = f"{key['benchmark']}/{key['suite']}/{key['task']}"
+    words = [zlib.crc32(name.encode()), int(key["episode"]), int(key["seed"]), int(key["step"])]
     return np.random.default_rng(np.random.SeedSequence([word % 2**64 for word in words]))

@@ -165,8 +165,8 @@ async def serve_policy(
     metadata: dict[str, Any],
     banner: str,
     *,
-    max_batch: int = 1,
-    max_wait_ms: float = 0.0,
+    max_batch: int,
+    max_wait_ms: float,
     on_reply: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     """Serve `policy.infer(observation) -> reply dict` (and `infer_batch`, see the module docstring) until

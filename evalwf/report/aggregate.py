@@ -27,8 +27,11 @@ class IncompleteRunError(RuntimeError):
     """Some batches have no result yet: the summary would not be final."""
 
 
-def tally_benchmark(campaign: PolicyCampaign, benchmark: str) -> list[TaskTally]:
-    """Validate every present batch file of a benchmark and count episodes and successes per task."""
+def tally_benchmark(campaign: PolicyCampaign, benchmark: str, planned: set[str] | None = None) -> list[TaskTally]:
+    """Validate every present batch file of a benchmark and count episodes and successes per task.
+
+    `planned`: the batches the policy evaluates when an adaptive sweep dropped it (the others are not missing, and
+    its tables say partial); None: all of them."""
     adapter = get_adapter(benchmark)
     tallies, missing = [], []
     servers: dict[str, dict | None] = {}  # an external policy: what its server said, per batch
@@ -42,6 +45,8 @@ def tally_benchmark(campaign: PolicyCampaign, benchmark: str) -> list[TaskTally]
             instruction=adapter.task_instruction(plan.ref.task, manifest),
         )
         for batch in plan.batches:
+            if planned is not None and batch.path not in planned:
+                continue
             if not Path(batch.path).exists():
                 missing.append(batch.path)
                 continue
@@ -165,14 +170,18 @@ def write_csv(table: pd.DataFrame, path: str | Path) -> None:
 
 
 def summarize_benchmark(
-    campaign: PolicyCampaign, benchmark: str, outputs: dict[str, str], echo: bool = True
+    campaign: PolicyCampaign,
+    benchmark: str,
+    outputs: dict[str, str],
+    echo: bool = True,
+    planned: set[str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Write the gather outputs named in `outputs` (keys as PolicyCampaign.summary_paths) and, with `echo`, print the
     suite, reference and task tables to stderr (the gather step's terminal and log)."""
     from evalwf.report.plots import plot_task_success
     from evalwf.report.tables import format_html, format_latex, format_markdown, format_text
 
-    tallies = tally_benchmark(campaign, benchmark)
+    tallies = tally_benchmark(campaign, benchmark, planned)
     tasks, suites = task_table(benchmark, tallies), suite_table(benchmark, tallies)
     reported = campaign.reference_scores(benchmark)
     source = campaign.config["reference"].get("source")

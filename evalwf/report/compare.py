@@ -60,8 +60,10 @@ def newcombe_interval(x1: int, n1: int, x2: int, n2: int, z: float = Z_95) -> tu
     return (difference, max(-1.0, lower), min(1.0, upper))
 
 
-def _read_run(run_dir: Path) -> dict[str, Any]:
-    """benchmark -> (suite table without the average row, task table, suite label columns); plus the policy."""
+def _read_run(run_dir: Path, partial: bool = False) -> dict[str, Any]:
+    """benchmark -> (suite table without the average row, task table, suite label columns); plus the policy.
+
+    `partial`: a summary marked partial is compared too (a policy an adaptive sweep dropped: what it evaluated)."""
     if not run_dir.is_dir():
         raise SystemExit(f"{run_dir} is not a run directory (results/<run>)")
     found: dict[str, Any] = {}
@@ -77,7 +79,7 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
         suites = pd.read_csv(suites_csv, keep_default_na=False)
         labels = label_columns(suites, "tasks")
         suites = suites[suites[labels[0]] != "average"]
-        if (tasks["status"] != "complete").any() or (suites["status"] != "complete").any():
+        if not partial and ((tasks["status"] != "complete").any() or (suites["status"] != "complete").any()):
             raise SystemExit(f"{directory}: the summary is partial; finish the run before comparing it")
         found[directory.name] = (suites, tasks, labels)
     if not found:
@@ -108,11 +110,13 @@ def _row(benchmark: str, level: str, suite: str, task: str, instruction: str, a:
     return row
 
 
-def compare_runs(run_a: Path, run_b: Path) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
+def compare_runs(
+    run_a: Path, run_b: Path, partial: bool = False
+) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
     """One row per suite (level 'suite'), per benchmark the average of suites (level 'average', with an interval
     only when every suite of both runs has the same number of episodes, so that it is a pooled proportion), and
     per task (level 'task')."""
-    a, b = _read_run(run_a), _read_run(run_b)
+    a, b = _read_run(run_a, partial), _read_run(run_b, partial)
     rows = []
     for benchmark in [name for name in a["benchmarks"] if name in b["benchmarks"]]:
         suites_a, tasks_a, labels = a["benchmarks"][benchmark]

@@ -21,6 +21,8 @@ import pandas as pd
 
 from evalwf.common.atomic import atomic_write_bytes, atomic_write_text
 from evalwf.plan.campaign import Campaign
+from evalwf.plan.rounds import adaptive_benchmarks
+from evalwf.report.adaptive import sweep_outcome
 from evalwf.report.compare import compare_runs
 from evalwf.report.stats import wilson_interval
 from evalwf.report.tables import markdown_table
@@ -46,6 +48,20 @@ COLUMNS = [
 ]
 
 
+# With `adaptive:`: what the sweep did with each policy (evalwf.report.adaptive.sweep_outcome)
+ADAPTIVE_COLUMNS = [
+    "adaptive",
+    "episodes_per_task",
+    "e_value",
+    "e_threshold",
+    "e_against",
+    "anytime_vs",
+    "anytime_low_pp",
+    "anytime_high_pp",
+    "anytime_level",
+]
+
+
 def _pct(value: float) -> float:
     return math.nan if math.isnan(value) else round(100 * value, 1)
 
@@ -54,10 +70,12 @@ def comparison_table(campaign: Campaign, benchmark: str) -> pd.DataFrame:
     """One row per (suite, average or task) x policy, in config order; the baseline's difference columns empty."""
     baseline_name = campaign.baseline_of(benchmark)
     baseline = campaign.member(baseline_name)
+    adaptive = sweep_outcome(campaign, benchmark) if benchmark in adaptive_benchmarks(campaign) else None
     rows = []
     for member in campaign.policies_of(benchmark):
         name = member.policy.name
-        pairs, _, _ = compare_runs(baseline.out, member.out)  # B - A = this policy - baseline (Newcombe)
+        # B - A = this policy - baseline (Newcombe); a policy an adaptive sweep dropped: what it evaluated
+        pairs, _, _ = compare_runs(baseline.out, member.out, partial=adaptive is not None)
         for r in pairs[pairs["benchmark"] == benchmark].to_dict("records"):
             successes, episodes = r["successes_b"], r["episodes_b"]
             counted = episodes is not None and not pd.isna(episodes) and episodes > 0
@@ -84,9 +102,10 @@ def comparison_table(campaign: Campaign, benchmark: str) -> pd.DataFrame:
                     "ci95_low_pp": math.nan if is_baseline else r["ci95_low_pp"],
                     "ci95_high_pp": math.nan if is_baseline else r["ci95_high_pp"],
                     "significant": "baseline" if is_baseline else r["significant"],
+                    **(adaptive[name] if adaptive else {}),
                 }
             )
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=COLUMNS + (ADAPTIVE_COLUMNS if adaptive else []))
 
 
 def _cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
@@ -136,12 +155,48 @@ def format_markdown(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> 
             "",
             markdown_table(suites, {c: c for c in suites[0]}, right) if suites else "(none)",
             "",
+            *_adaptive_section(table),
             "## Tasks",
             "",
             markdown_table(tasks, {c: c for c in tasks[0]}, right) if tasks else "(none)",
             "",
         ]
     )
+
+
+def _adaptive_section(table: pd.DataFrame) -> list[str]:
+    """What an adaptive sweep did with each policy; nothing without `adaptive:`."""
+    if "adaptive" not in table.columns:
+        return []
+    rows = []
+    for _, r in table.drop_duplicates("policy").iterrows():
+        dropped = not pd.isna(r["e_value"])
+        rows.append(
+            {
+                "policy": str(r["policy"]),
+                "episodes per task": str(r["episodes_per_task"]),
+                "adaptive": str(r["adaptive"]) + (" (partial: no final score)" if dropped else ""),
+                "e-value / threshold": (
+                    f"{r['e_value']:.1f} / {r['e_threshold']:.1f} vs {r['e_against']}" if dropped else "-"
+                ),
+                "anytime-valid CI pp": (
+                    "-"
+                    if not r["anytime_vs"]
+                    else f"[{r['anytime_low_pp']:+.1f}, {r['anytime_high_pp']:+.1f}] vs {r['anytime_vs']}"
+                ),
+            }
+        )
+    level = float(table["anytime_level"].iloc[0])
+    return [
+        "## Adaptive rounds",
+        "",
+        "A dropped policy stopped once its e-value reached the threshold (docs/adaptive.md); its numbers above cover "
+        f"what it evaluated. The anytime-valid interval is for (policy - reference) at level {level:.4g} per pair, "
+        "valid under the sweep's stopping; the Wilson and Newcombe intervals above are fixed-sample ones.",
+        "",
+        markdown_table(rows, {c: c for c in rows[0]}, {"episodes per task"}),
+        "",
+    ]
 
 
 def plot_success_by_policy(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> bytes:
@@ -155,7 +210,12 @@ def plot_success_by_policy(campaign: Campaign, benchmark: str, table: pd.DataFra
         below = (y - rows["wilson_low_pct"].astype(float)).clip(lower=0)
         above = (rows["wilson_high_pct"].astype(float) - y).clip(lower=0)
         axis.errorbar(range(len(names)), y, yerr=[below, above], marker="o", capsize=3, label=str(suite))
-    axis.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    if "adaptive" in table.columns:  # a dropped policy is marked where it stands
+        status = table.drop_duplicates("policy").set_index("policy")["adaptive"]
+        labels = [f"{name}\n({status[name]})" if status[name].startswith("dropped") else name for name in names]
+    else:
+        labels = names
+    axis.set_xticks(range(len(names)), labels, rotation=20, ha="right")
     axis.set_ylim(-2, 102)
     axis.set_ylabel("success % (95% Wilson)")
     axis.set_title(f"{campaign.run} / {benchmark}: success per policy (baseline {campaign.baseline_of(benchmark)})")

@@ -29,6 +29,7 @@ from evalwf.job import sim_step
 from evalwf.job.interpreter import run_in_interpreter
 from evalwf.plan.campaign import Campaign, PlannedTasks, PolicyCampaign
 from evalwf.plan.interpreter import resolve_interpreter
+from evalwf.plan.rounds import adaptive_benchmarks, written_batches
 from evalwf.policy.client import ENDPOINT_ENV, IDENTITY_ENV, PolicyServerError, check_endpoint
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, metadata_digest
 
@@ -179,7 +180,10 @@ def summarize(campaign: Campaign, outputs: Any) -> None:
     if not found:
         raise ValueError(f"{named['tasks']} is not a summary this config plans")
     member, benchmark = found[0]
-    summarize_benchmark(member, benchmark, named)  # prints the suite, reference and task tables
+    planned = None  # an adaptive sweep: what the decisions so far let this policy evaluate
+    if benchmark in adaptive_benchmarks(campaign):
+        planned = written_batches(campaign, benchmark, member.policy.name)
+    summarize_benchmark(member, benchmark, named, planned=planned)  # prints the suite, reference and task tables
     log(f"{benchmark}: tables in {named['markdown']} and {named['latex']}, plot {named['plot']}")
 
 
@@ -195,6 +199,18 @@ def compare_policies(campaign: Campaign, outputs: Any) -> None:
         raise ValueError(f"{named['suites']} is not a comparison this config plans")
     write_policy_comparison(campaign, benchmark, named)
     log(f"{benchmark}: policy comparison in {named['markdown']} and {named['suites']}, plot {named['plot']}")
+
+
+def decide_round(campaign: Campaign, benchmark: str, round_index: int, output: str) -> None:
+    """After a round of an adaptive sweep: which policies continue (evalwf.report.adaptive)."""
+    from evalwf.report.adaptive import decide_round as decide
+
+    decision = decide(campaign, benchmark, round_index, output)
+    stopped = [name for name in decision["racing"] if name not in decision["continuing"]]
+    log(
+        f"{benchmark} round {round_index} ({decision['episodes_per_task']} episodes per task): "
+        f"continuing {', '.join(decision['continuing'])}; dropped now: {', '.join(stopped) or 'none'}"
+    )
 
 
 def evaluate_batch(campaign: PolicyCampaign, output: str) -> None:

@@ -145,7 +145,7 @@ def test_without_infer_batch_or_with_max_batch_1_each_request_is_answered_alone(
     assert [r["id"] for r in replies] == [0, 1, 2]
     assert {r["server_timing"]["batch_size"] for r in replies} == {1}
     policy = RecordingPolicy()
-    with running(policy, max_batch=1) as endpoint:
+    with running(policy, max_batch=1, max_wait_ms=0) as endpoint:
         concurrently(endpoint, [{"id": i} for i in range(3)])
     assert policy.batches == [] and policy.singles == 3
 

@@ -20,10 +20,10 @@ from evalwf.plan.config import config_schema, validate_config
 
 # Code that reads validated config: the benchmark folders (their settings included) and the framework modules that
 # fill or read sections.
-FRAMEWORK = ("plan/config.py", "plan/campaign.py", "policy/spec.py", "benchmark/settings.py", "rules/jobs.py")
 SCANNED = [
     *(p for name in registry.names() for p in sorted((REPO / "benchmarks" / name).glob("*.py"))),
-    *(REPO / "evalwf" / rel for rel in FRAMEWORK),
+    *(p for part in ("plan", "policy", "rules") for p in sorted((REPO / "evalwf" / part).glob("*.py"))),
+    REPO / "evalwf" / "benchmark" / "settings.py",
 ]
 PLUGIN = REPO / "snakemake_executor_plugin_labtasker"
 

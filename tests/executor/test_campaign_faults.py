@@ -1,7 +1,7 @@
 """What a real campaign meets, reproduced with real processes: a real Labtasker server on loopback, real worker
 subprocesses, real `snakemake` runs and real signals.
 
-Cases already proven elsewhere are not repeated here (README, "What happens when ..."):
+Cases already proven elsewhere are not repeated here (docs/faults.md):
 - worker SIGTERM mid-batch:
   tests/executor/test_workers.py::test_sigterm_hands_the_batch_back_and_another_worker_finishes_it
 - worker kill -9, its children die:

@@ -15,6 +15,13 @@ from evalwf.plan.config import load_config, validate_config
 from evalwf.plan.environment import other_environment
 from evalwf.common.errors import ConfigError
 from evalwf.plan.manifest import restore_cached_manifest
+from evalwf.plan.rounds import (
+    adaptive_benchmarks,
+    decision_path,
+    planned_batches,
+    read_continuing,
+    round_count,
+)
 from evalwf.common.writable import check_writable
 
 min_version("9.0")
@@ -65,6 +72,7 @@ wildcard_constraints:
     task=r"[^/.]+",
     digest=r"[0-9a-f]{16}",
     batch=r"\d\d\d\d+-\d+",
+    round=r"\d+",
     policy=(
         "|".join(re.escape(name) for name in CAMPAIGN.members)
         if CAMPAIGN.multi
@@ -137,6 +145,55 @@ def all_manifests(benchmark):
 def all_batches(benchmark, campaign):
     """The batch files of `benchmark` that one policy's campaign (a PolicyCampaign) evaluates."""
     return [batch.path for batch in campaign.batches(benchmark)]
+
+
+# The benchmarks of an adaptive sweep (`adaptive:`): evaluated in rounds, a checkpoint decision after each
+# (workflow/rules/adaptive.smk); what a policy evaluates there is known only as the decisions are written.
+ADAPTIVE = adaptive_benchmarks(CAMPAIGN)
+
+
+def continuing_after(benchmark):
+    """Reads round r's decision of `benchmark` once its checkpoint job has run; until then Snakemake plans what
+    it can and plans the rest when the decision is written."""
+
+    def read(round_index):
+        decision = checkpoints.decide_round.get(
+            run=CAMPAIGN.run, benchmark=benchmark, round=str(round_index)
+        )
+        return read_continuing(decision.output[0])
+
+    return read
+
+
+def policy_batches(benchmark, campaign):
+    """A policy's batches: all of them, or in an adaptive sweep those of the rounds the decisions let it run."""
+    if benchmark not in ADAPTIVE:
+        return all_batches(benchmark, campaign)
+
+    def batches(wildcards):
+        planned = planned_batches(
+            CAMPAIGN, benchmark, campaign.policy.name, continuing_after(benchmark)
+        )
+        return [batch.path for batch in planned]
+
+    return batches
+
+
+def decision_inputs(wildcards):
+    """Round r's decision reads the batches of rounds 0..r of every policy (a dropped one: of the rounds it ran)
+    and the decision before it: only finished rounds."""
+    benchmark, round_index = wildcards.benchmark, int(wildcards.round)
+    read = continuing_after(benchmark)
+    paths = [decision_path(CAMPAIGN, benchmark, round_index - 1)] if round_index else []
+    for name in CAMPAIGN.assignment[benchmark]:
+        planned = planned_batches(CAMPAIGN, benchmark, name, read, round_index + 1)
+        paths += [batch.path for batch in planned]
+    return paths
+
+
+def final_decision(benchmark):
+    """The last round's decision holds every drop of the sweep (the last round itself needs none)."""
+    return decision_path(CAMPAIGN, benchmark, round_count(CAMPAIGN, benchmark) - 2)
 
 
 def campaign_of(wildcards):

@@ -18,7 +18,7 @@ for _campaign in CAMPAIGN.policy_campaigns():
             name:
                 f"summarize_{_prefix}{_benchmark}"
             input:
-                batches=all_batches(_benchmark, _campaign),
+                batches=policy_batches(_benchmark, _campaign),
                 manifests=all_manifests(_benchmark),
             output:
                 **{
@@ -64,7 +64,8 @@ for _benchmark in CAMPAIGN.compared_benchmarks():
             [
                 member.summary_paths(_benchmark)["tasks"]
                 for member in CAMPAIGN.policies_of(_benchmark)
-            ],
+            ]
+            + ([final_decision(_benchmark)] if _benchmark in ADAPTIVE else []),
         output:
             **{
                 key: report(

@@ -1,0 +1,106 @@
+"""The rounds of an adaptive sweep: which episodes each round holds, which batches of a policy fall in it, where
+each round's decision is written, and how many rounds a policy is evaluated in once the decisions are known.
+
+One plan for the Snakefile (its checkpoint reads the decisions), the decision job and the reports, so they cannot
+disagree about what a dropped policy evaluated."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalwf.plan.campaign import BatchPlan, Campaign, PolicyCampaign
+
+
+@dataclass(frozen=True)
+class AdaptiveSettings:
+    """The validated `adaptive:` block (its defaults come from the schema)."""
+
+    alpha: float
+    drop: str
+    margin: float  # a fraction of success, from margin_pp
+    min_episodes: int
+    round_episodes: int
+
+    @classmethod
+    def of(cls, config: dict[str, Any]) -> AdaptiveSettings | None:
+        block = config.get("adaptive")
+        if block is None:
+            return None
+        return cls(
+            block["alpha"], block["drop"], block["margin_pp"] / 100.0, block["min_episodes"], block["round_episodes"]
+        )
+
+
+def adaptive_benchmarks(campaign: Campaign) -> list[str]:
+    """The benchmarks that run in rounds: those several policies evaluate, when the campaign is adaptive."""
+    return campaign.compared_benchmarks() if AdaptiveSettings.of(campaign.config) else []
+
+
+def round_count(campaign: Campaign, benchmark: str) -> int:
+    settings = AdaptiveSettings.of(campaign.config)
+    assert settings is not None
+    return math.ceil(campaign.section(benchmark)["episodes_per_task"] / settings.round_episodes)
+
+
+def round_end(campaign: Campaign, benchmark: str, round_index: int) -> int:
+    """Episodes per task evaluated once round `round_index` (from 0) is finished."""
+    settings = AdaptiveSettings.of(campaign.config)
+    assert settings is not None
+    return min((round_index + 1) * settings.round_episodes, campaign.section(benchmark)["episodes_per_task"])
+
+
+def round_batches(member: PolicyCampaign, benchmark: str, round_index: int) -> list[BatchPlan]:
+    """The batches of one policy's campaign that round `round_index` holds (a batch lies in one round: the
+    schema check makes round_episodes a multiple of batch_size)."""
+    settings = AdaptiveSettings.of(member.config)
+    assert settings is not None
+    return [b for b in member.batches(benchmark) if b.episodes.start // settings.round_episodes == round_index]
+
+
+def decision_path(campaign: Campaign, benchmark: str, round_index: int) -> str:
+    """Which policies continue after round `round_index`: written by the round's decision job."""
+    return str(campaign.comparison_dir(benchmark) / "rounds" / f"round-{round_index}.json")
+
+
+def rounds_evaluated(rounds: int, policy: str, continuing_after: Callable[[int], list[str]]) -> int:
+    """How many rounds `policy` is evaluated in: up to and including the first round after which it does not
+    continue (all of them if it never stops). `continuing_after(r)` reads round r's decision."""
+    for round_index in range(rounds - 1):
+        if policy not in continuing_after(round_index):
+            return round_index + 1
+    return rounds
+
+
+def read_continuing(path: str | Path) -> list[str]:
+    """The policies a written decision lets continue."""
+    return list(json.loads(Path(path).read_text(encoding="utf-8"))["continuing"])
+
+
+def planned_batches(
+    campaign: Campaign,
+    benchmark: str,
+    policy: str,
+    continuing_after: Callable[[int], list[str]],
+    rounds: int | None = None,
+) -> list[BatchPlan]:
+    """Every batch `policy` evaluates of an adaptive benchmark in its first `rounds` rounds (all: None), in round
+    order; only the decisions before the last of those rounds are read."""
+    member = campaign.member(policy)
+    rounds = round_count(campaign, benchmark) if rounds is None else rounds
+    evaluated = rounds_evaluated(rounds, policy, continuing_after)
+    return [batch for r in range(evaluated) for batch in round_batches(member, benchmark, r)]
+
+
+def written_batches(campaign: Campaign, benchmark: str, policy: str) -> set[str]:
+    """The paths of `policy`'s batches by the decisions written so far (what its summary counts)."""
+    return {
+        batch.path
+        for batch in planned_batches(
+            campaign, benchmark, policy, lambda r: read_continuing(decision_path(campaign, benchmark, r))
+        )
+    }

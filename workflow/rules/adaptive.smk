@@ -1,0 +1,25 @@
+# An adaptive sweep (`adaptive:`): after each round of a benchmark that several policies evaluate, a decision
+# reads the round's finished batches and writes which policies continue (evalwf.report.adaptive). A checkpoint:
+# the next round's batches are planned once it is written, for the policies it lets continue.
+
+
+checkpoint decide_round:
+    input:
+        decision_inputs,
+    output:
+        f"{RESULTS}/{{run}}/comparison/{{benchmark}}/rounds/round-{{round}}.json",
+    log:
+        f"{RESULTS}/{{run}}/comparison/{{benchmark}}/rounds/round-{{round}}.log",
+    localrule: True
+    params:
+        # what the decision depends on besides its batches: changing alpha or the rule decides again
+        adaptive=CAMPAIGN.config.get("adaptive"),
+    run:
+        jobs.run_logged(
+            log[0],
+            jobs.decide_round,
+            CAMPAIGN,
+            wildcards.benchmark,
+            int(wildcards.round),
+            output[0],
+        )
