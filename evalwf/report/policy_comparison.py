@@ -89,7 +89,7 @@ def comparison_table(campaign: Campaign, benchmark: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
+def comparison_cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
     def num(value: Any, fmt: str) -> str:
         return "-" if pd.isna(value) else format(value, fmt)
 
@@ -110,7 +110,7 @@ def _cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
                 "95% CI (Newcombe)": (
                     "-" if pd.isna(r["ci95_low_pp"]) else f"[{r['ci95_low_pp']:+.1f}, {r['ci95_high_pp']:+.1f}]"
                 ),
-                "significant": str(r["significant"] or "-"),
+                "significant": "-" if pd.isna(r["significant"]) or not r["significant"] else str(r["significant"]),
             }
         )
         out.append(row)
@@ -119,8 +119,8 @@ def _cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
 
 def format_markdown(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> str:
     right = {"success %", "95% CI (Wilson)", "vs baseline pp", "95% CI (Newcombe)"}
-    suites = _cells(table[table["level"].isin(["suite", "average"])], with_task=False)
-    tasks = _cells(table[table["level"] == "task"], with_task=True)
+    suites = comparison_cells(table[table["level"].isin(["suite", "average"])], with_task=False)
+    tasks = comparison_cells(table[table["level"] == "task"], with_task=True)
     identities = [f"- {member.policy.name}: {member.policy.identity}" for member in campaign.policies_of(benchmark)]
     return "\n".join(
         [
@@ -148,7 +148,9 @@ def plot_success_by_policy(campaign: Campaign, benchmark: str, table: pd.DataFra
     """Success per policy (x, config order) per suite (one line each) with Wilson error bars."""
     names = [member.policy.name for member in campaign.policies_of(benchmark)]
     suites = table[table["level"] == "suite"]
-    figure, axis = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 2), 4))
+    title = f"{campaign.run} / {benchmark}: success per policy (baseline {campaign.baseline_of(benchmark)})"
+    # wide enough for the title and the policy names (about 0.1 inch per character at the default 10 pt)
+    figure, axis = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 2, 0.1 * len(title) + 1), 4))
     for suite, rows in suites.groupby("suite", sort=False):
         rows = rows.set_index("policy").reindex(names)
         y = rows["success_pct"].astype(float)
@@ -158,7 +160,7 @@ def plot_success_by_policy(campaign: Campaign, benchmark: str, table: pd.DataFra
     axis.set_xticks(range(len(names)), names, rotation=20, ha="right")
     axis.set_ylim(-2, 102)
     axis.set_ylabel("success % (95% Wilson)")
-    axis.set_title(f"{campaign.run} / {benchmark}: success per policy (baseline {campaign.baseline_of(benchmark)})")
+    axis.set_title(title)
     axis.grid(alpha=0.3)
     axis.legend(fontsize="small")
     figure.tight_layout()

@@ -197,6 +197,14 @@ def compare_policies(campaign: Campaign, outputs: Any) -> None:
     log(f"{benchmark}: policy comparison in {named['markdown']} and {named['suites']}, plot {named['plot']}")
 
 
+def write_landing(campaign: Campaign, output: str) -> None:
+    """The report's landing page: the campaign's headline tables and plots (comparisons first)."""
+    from evalwf.report.landing import write_landing as write
+
+    write(campaign, output)
+    log(f"landing page of the report: {output}")
+
+
 def evaluate_batch(campaign: Campaign, output: str) -> None:
     """Evaluate the planned batch whose result file is `output` (in the benchmark's interpreter)."""
     batches = {os.path.normpath(b.path): b for b in campaign.batches()}

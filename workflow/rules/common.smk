@@ -55,6 +55,8 @@ RESULTS = CAMPAIGN.config["results_dir"]
 # Where a batch's and a summary's files go: results/<run>/<benchmark>/..., or with several policies
 # (`policies`) results/<run>/<policy>/<benchmark>/... (manifests stay shared at results/<run>/<benchmark>/).
 OUT = f"{RESULTS}/{{run}}/{{policy}}" if CAMPAIGN.multi else f"{RESULTS}/{{run}}"
+# The report's landing page (rule report_landing; workflow/report/workflow.rst finds it by this file name).
+LANDING = f"{RESULTS}/{CAMPAIGN.run}/landing.html"
 
 
 wildcard_constraints:
@@ -164,7 +166,7 @@ def all_summaries(wildcards):
         for path in CAMPAIGN.comparison_paths(benchmark).values()
     ]
     return (
-        [f"{RESULTS}/{CAMPAIGN.run}/campaign.yaml"]
+        [f"{RESULTS}/{CAMPAIGN.run}/campaign.yaml", LANDING]
         + [
             path
             for campaign in CAMPAIGN.policy_campaigns()
