@@ -1,5 +1,5 @@
 """The plan table: per benchmark and suite, what a campaign contains, what is done, what is left and what it
-costs; printed by `evalwf plan` and at the top of `snakemake -n`, as text or JSON (one dict for scripts).
+costs; printed by `evalwf plan` and at the end of `snakemake -n`, as text or JSON (one dict for scripts).
 
 Counts come from the Campaign (the plan the Snakefile expands), done/to-run from the validated result files
 (evalwf.plan.inventory), costs from evalwf.plan.cost.
@@ -7,6 +7,8 @@ Counts come from the Campaign (the plan the Snakefile expands), done/to-run from
 
 from __future__ import annotations
 
+import atexit
+import logging
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
@@ -217,9 +219,35 @@ def to_json(plan: Plan) -> dict[str, Any]:
     }
 
 
+class _ErrorSeen(logging.Handler):
+    """Notes whether Snakemake logged an error: a failed dry run ends on its error, not on a plan."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen = True
+
+
+_AT_EXIT: list[str] = []
+_ERRORS = _ErrorSeen()
+SNAKEMAKE_LOGGER = "snakemake.logging"  # the logger Snakemake writes its job blocks and errors to
+
+
+def _print_plans() -> None:
+    if _AT_EXIT and not _ERRORS.seen:
+        print("\n\n".join(_AT_EXIT), flush=True)
+
+
 @cache
 def print_plan_once(campaign: Campaign) -> None:
-    """The plan at the top of `snakemake -n`, with the default assumptions; once per campaign, since Snakemake
-    may evaluate the input function that calls this more than once."""
+    """The plan of `snakemake -n`, with the default assumptions, printed when the process exits: after the job
+    blocks Snakemake prints (thousands of lines for a full campaign), so that it is what the user sees last. Built
+    now (a failure to build it fails the dry run here); skipped when Snakemake logged an error. Once per campaign,
+    since Snakemake may evaluate the input function that calls this more than once."""
     hint = "(other worker counts or assumptions: evalwf plan --configfile ... --workers N --seconds-per-step S)"
-    print(f"{render_text(build_plan(campaign))}\n{hint}\n", flush=True)
+    _AT_EXIT.append(f"{render_text(build_plan(campaign))}\n{hint}")
+    if len(_AT_EXIT) == 1:
+        logging.getLogger(SNAKEMAKE_LOGGER).addHandler(_ERRORS)
+        atexit.register(_print_plans)

@@ -1,5 +1,5 @@
 """The plan table: counts of the shipped configs, done vs to run from real result files, the JSON form, and the
-same plan at the top of `snakemake -n`."""
+same plan at the end of `snakemake -n`."""
 
 from __future__ import annotations
 
@@ -138,13 +138,14 @@ def test_json_form_of_a_partial_run_from_the_console_script(tmp_path):
     assert bad["corrupt"] in text and "2 result file(s) exist but do not count" in text
 
 
-def test_dry_run_prints_the_plan_first(tmp_path):
+def test_dry_run_prints_the_plan_last(tmp_path):
+    """After Snakemake's job blocks and its closing line, so that the table is what stays on the screen."""
     campaign, _ = _partial_run(tmp_path)
     config_file = write_config(tmp_path / "partial.yaml", campaign.config)
     out = run_snakemake(tmp_path, "-n", "--configfile", str(config_file)).stdout
-    plan_at, stats_at = out.index("Plan of run t"), out.index("Job stats:")
-    assert plan_at < stats_at
-    total_line = next(line for line in out[plan_at:stats_at].splitlines() if line.startswith("total"))
+    plan_at, closing_at = out.index("Plan of run t"), out.index("This was a dry-run")
+    assert closing_at < plan_at and out.rstrip().endswith("--seconds-per-step S)")
+    total_line = next(line for line in out[plan_at:].splitlines() if line.startswith("total"))
     # tasks episodes batches done to-run invalid manifests-to-build
     assert total_line.split()[1:8] == ["3", "15", "9", "5", "4", "2", "0"]
     # Snakemake only reruns the missing batches: the invalid ones exist, which is why the plan names them

@@ -152,7 +152,7 @@ def policy_summaries(campaign):
 
 def all_summaries(wildcards):
     """What the campaign ends in. As an input function it runs while the DAG is built, when Snakemake knows
-    whether this is a dry run (at parse time it does not): a dry run first prints the plan (evalwf plan),
+    whether this is a dry run (at parse time it does not): a dry run ends with the plan (evalwf plan),
     one per policy of several.
     """
     if workflow.dryrun:
