@@ -129,6 +129,16 @@ _BOXES = """
 """
 
 
+def _present(page: _Session, selector: str) -> bool:
+    """Whether the page has `selector` yet; False while a navigation replaces the page's script context."""
+    try:
+        return bool(page.evaluate(f"document.querySelector({json.dumps(selector)}) !== null"))
+    except RuntimeError as error:
+        if "context" in str(error).lower():  # "Execution context was destroyed" / "Cannot find context"
+            return False
+        raise
+
+
 def page_view(
     url: str, selectors: Sequence[str], *, width: int = 1400, height: int = 900, ready: str, timeout_s: float = 60
 ) -> PageView:
@@ -137,7 +147,7 @@ def page_view(
         page.call("Page.enable")
         page.call("Page.navigate", url=url)
         deadline = time.monotonic() + timeout_s
-        while not page.evaluate(f"document.querySelector({json.dumps(ready)}) !== null"):
+        while not _present(page, ready):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{url}: no {ready} after {timeout_s:g} s")
             time.sleep(0.2)

@@ -111,7 +111,7 @@ def _plan(args: argparse.Namespace) -> int:
     from evalwf.common.errors import ConfigError
     from evalwf.plan.campaign import Campaign
     from evalwf.plan.config import load_config
-    from evalwf.plan.table import build_plan, render_text, to_json
+    from evalwf.plan.table import build_plan, render_campaign, to_json
 
     try:
         campaign = Campaign(load_config(*args.configfile, overrides=_overrides(args.config)))
@@ -129,11 +129,11 @@ def _plan(args: argparse.Namespace) -> int:
     }
     if not campaign.multi:
         plan = next(iter(plans.values()))
-        print(json.dumps(to_json(plan), indent=1) if args.json else render_text(plan))
+        print(json.dumps(to_json(plan), indent=1) if args.json else render_campaign(campaign, [plan]))
     elif args.json:
         print(json.dumps({"policies": {name: to_json(plan) for name, plan in plans.items()}}, indent=1))
     else:
-        print("\n\n".join(render_text(plan) for plan in plans.values()))
+        print(render_campaign(campaign, list(plans.values())))
     return 0
 
 

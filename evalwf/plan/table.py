@@ -22,7 +22,7 @@ from evalwf.plan.cost import (
     estimate,
     expected_batch_cost,
 )
-from evalwf.plan.inventory import BadBatch, Inventory, survey
+from evalwf.plan.inventory import BadBatch, Inventory, stale_results, stale_results_note, survey
 
 DEFAULT_WORKERS = 4
 DEFAULT_BATCH_OVERHEAD_S = 3.0  # per batch on a worker: the job step (0.4 s warm, README "Measured") plus the
@@ -61,6 +61,7 @@ class Plan:
     seconds_per_step: float
     batch_overhead_s: float
     notes: list[str] = field(default_factory=list)
+    stale_results: list[str] = field(default_factory=list)  # of the whole run folder (inventory.stale_results)
 
 
 def _row(
@@ -123,6 +124,7 @@ def build_plan(
         seconds_per_step=seconds_per_step,
         batch_overhead_s=batch_overhead_s,
         notes=notes,
+        stale_results=stale_results(campaign),
     )
 
 
@@ -216,6 +218,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "assumptions": est.assumptions,
         },
         "notes": plan.notes,
+        "stale_results": plan.stale_results,
     }
 
 
@@ -240,14 +243,21 @@ def _print_plans() -> None:
         print("\n\n".join(_AT_EXIT), flush=True)
 
 
+def render_campaign(campaign: Campaign, plans: list[Plan]) -> str:
+    """Every policy's plan, then the results under the run's folder that are not part of it (named once)."""
+    note = stale_results_note(campaign)
+    return "\n\n".join([render_text(plan) for plan in plans] + ([note] if note else []))
+
+
 @cache
 def print_plan_once(campaign: Campaign) -> None:
-    """The plan of `snakemake -n`, with the default assumptions, printed when the process exits: after the job
-    blocks Snakemake prints (thousands of lines for a full campaign), so that it is what the user sees last. Built
-    now (a failure to build it fails the dry run here); skipped when Snakemake logged an error. Once per campaign,
-    since Snakemake may evaluate the input function that calls this more than once."""
+    """The plans of `snakemake -n` (one per policy), with the default assumptions, printed when the process exits:
+    after the job blocks Snakemake prints (thousands of lines for a full campaign), so that they are what the user
+    sees last. Built now (a failure to build them fails the dry run here); skipped when Snakemake logged an error.
+    Once per campaign, since Snakemake may evaluate the input function that calls this more than once."""
     hint = "(other worker counts or assumptions: evalwf plan --configfile ... --workers N --seconds-per-step S)"
-    _AT_EXIT.append(f"{render_text(build_plan(campaign))}\n{hint}")
+    plans = [build_plan(member) for member in campaign.policy_campaigns()]
+    _AT_EXIT.append(f"{render_campaign(campaign, plans)}\n{hint}")
     if len(_AT_EXIT) == 1:
         logging.getLogger(SNAKEMAKE_LOGGER).addHandler(_ERRORS)
         atexit.register(_print_plans)

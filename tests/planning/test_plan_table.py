@@ -159,3 +159,30 @@ def test_plan_is_not_printed_outside_a_dry_run(tmp_path):
     assert "Plan of run" not in out.stdout + out.stderr
     assert (Path(config["results_dir"]) / "t" / "campaign.yaml").exists()
     assert to_json(build_plan(Campaign(validate_config(config))))["total"]["done"] == 1
+
+
+def test_results_of_a_policy_no_longer_configured_are_named_once_and_kept(tmp_path):
+    """A policy renamed in a sweep leaves its folder behind: the plan names it (once, not per policy), never
+    deletes it; the run's own folders (policies, shared manifests, comparison, logs) are not named."""
+    from conftest import standin_policy
+
+    from evalwf.plan.table import render_campaign
+
+    config = standin_config(tmp_path)
+    del config["policy"]
+    config.update(policies=[standin_policy("new-a"), standin_policy("new-b")], baseline="new-a")
+    campaign = Campaign(validate_config(config))
+    root = campaign.root
+    for kept in ("new-a/standin/batches", "standin/manifests", "comparison/standin", "logs"):
+        (root / kept).mkdir(parents=True)
+    (root / "old-a" / "standin" / "batches" / "alpha").mkdir(parents=True)
+    (root / "notes").mkdir()  # not results of any benchmark: not ours to name
+    plans = [build_plan(member) for member in campaign.policy_campaigns()]
+    text = render_campaign(campaign, plans)
+    assert text.count("not part of this campaign") == 1
+    assert f"not part of this campaign: {root / 'old-a'} (" in text and "delete it or rename it back" in text
+    assert to_json(plans[0])["stale_results"] == [str(root / "old-a")]
+    assert (root / "old-a" / "standin" / "batches" / "alpha").is_dir()
+    # the same run name with one policy: the sweep's policy folders are not its results
+    single = Campaign(validate_config(standin_config(tmp_path)))
+    assert build_plan(single).stale_results == [str(root / "new-a"), str(root / "old-a")]

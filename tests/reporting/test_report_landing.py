@@ -61,6 +61,8 @@ def sweep_report(tmp_path_factory) -> tuple[Path, str]:
         policies=[standin_policy("step-1000", "--noise 1.4"), standin_policy("step-2000", "--noise 0.6")],
         baseline="step-1000",
     )
+    # an earlier run of the sweep had a policy since renamed: its results stay, and the run's end names them
+    (Path(config["results_dir"]) / "my-sweep" / "step-0500" / "standin" / "batches").mkdir(parents=True)
     return _build(workdir, config)
 
 
@@ -117,6 +119,8 @@ def test_sweep_report_opens_on_the_comparison(sweep_report, tmp_path):
     # the end-of-run blocks and every summary name their policy
     for policy in ("step-1000", "step-2000"):
         assert f"=== my-sweep / {policy} / standin ===" in output
+    stale = report.parent / "results" / "my-sweep" / "step-0500"
+    assert output.count(f"not part of this campaign: {stale} (") == 1 and stale.is_dir()
     html = report.read_text(errors="replace")
     landing = _landing(html)
     headings = re.findall(r"<h3>([^<]*)</h3>", landing)

@@ -158,8 +158,7 @@ def all_summaries(wildcards):
     if workflow.dryrun:
         from evalwf.plan.table import print_plan_once
 
-        for campaign in CAMPAIGN.policy_campaigns():
-            print_plan_once(campaign)
+        print_plan_once(CAMPAIGN)
     comparisons = [
         path
         for benchmark in CAMPAIGN.compared_benchmarks()
@@ -236,3 +235,12 @@ def episodes_resource(wildcards):
 def startup_timeout_resource(wildcards):
     """Operational, so a resource (never a rerun trigger): how long a worker waits for the policy server."""
     return math.ceil(campaign_of(wildcards).policy.startup_timeout_s)
+
+
+def note_stale_results():
+    """At the end of a run (its last lines): results under the run's folder that no configured policy writes."""
+    from evalwf.plan.inventory import stale_results_note
+
+    note = stale_results_note(CAMPAIGN)
+    if note:
+        print(note, file=sys.stderr, flush=True)
