@@ -196,6 +196,9 @@ def summarize_benchmark(
             outputs["plot"],
             f"{summary_title(campaign.run, benchmark, policy)}: success rate by task (95% Wilson)",
             reference=reported,
+            apart={
+                suite: outputs[key] for suite, key in campaign.suites_plotted_apart(benchmark).items() if key in outputs
+            },
         )
     if "html" in outputs:
         plot_png = Path(outputs["plot"]).read_bytes() if "plot" in outputs else None

@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.figure import Figure
 
 from evalwf.common.atomic import atomic_write_bytes, atomic_write_text
 from evalwf.plan.campaign import Campaign
@@ -145,6 +146,15 @@ def format_markdown(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> 
 
 
 def plot_success_by_policy(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> bytes:
+    """The PNG of success_by_policy_figure."""
+    figure = success_by_policy_figure(campaign, benchmark, table)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def success_by_policy_figure(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> Figure:
     """Success per policy (x, config order) per suite (one line each) with Wilson error bars."""
     names = [member.policy.name for member in campaign.policies_of(benchmark)]
     suites = table[table["level"] == "suite"]
@@ -164,10 +174,7 @@ def plot_success_by_policy(campaign: Campaign, benchmark: str, table: pd.DataFra
     axis.grid(alpha=0.3)
     axis.legend(fontsize="small")
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure
 
 
 def write_policy_comparison(campaign: Campaign, benchmark: str, paths: dict[str, str]) -> pd.DataFrame:

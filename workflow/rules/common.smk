@@ -141,6 +141,11 @@ def campaign_of(wildcards):
     return CAMPAIGN.member(wildcards.policy) if CAMPAIGN.multi else CAMPAIGN
 
 
+def caption_of(key):
+    """A summary output's caption file (workflow/report/<name>.rst): one for every suite's own plot."""
+    return "plot_suite" if key.startswith("plot_") else key
+
+
 def policy_summaries(campaign):
     """Everything one policy's campaign ends in (several policies: a per-policy target, policy_<name>)."""
     return [

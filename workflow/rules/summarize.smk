@@ -29,7 +29,7 @@ for _campaign in CAMPAIGN.policy_campaigns():
                             if CAMPAIGN.multi
                             else _benchmark
                         ),
-                        caption=f"../report/{key}.rst",
+                        caption=f"../report/{caption_of(key)}.rst",
                         labels={"output": key},
                     )
                     for key, path in _outputs.items()
