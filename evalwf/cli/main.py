@@ -159,7 +159,6 @@ def _non_negative_float(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from evalwf.plan.cost import DEFAULT_SECONDS_PER_STEP
     from evalwf.plan.table import DEFAULT_BATCH_OVERHEAD_S, DEFAULT_WORKERS
 
     formatter = argparse.ArgumentDefaultsHelpFormatter
@@ -196,9 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--seconds-per-step",
         type=_positive_float,
-        default=DEFAULT_SECONDS_PER_STEP,
+        default=None,
         metavar="S",
-        help="assumed seconds per simulator step (with policy inference) for tasks not measured yet",
+        help="assumed seconds per simulator step (with policy inference) for tasks of suites not measured yet "
+        "(default: the benchmark's documented conservative figures, reset included)",
     )
     plan.add_argument(
         "--batch-overhead-s",

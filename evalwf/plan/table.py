@@ -16,11 +16,11 @@ from typing import Any
 from evalwf.benchmark.adapter import get_adapter
 from evalwf.plan.campaign import Campaign, TaskPlan
 from evalwf.plan.cost import (
-    DEFAULT_SECONDS_PER_STEP,
     CostModel,
     Estimate,
     estimate,
     expected_batch_cost,
+    suite_timings,
 )
 from evalwf.plan.inventory import BadBatch, Inventory, stale_results, stale_results_note, survey
 
@@ -45,7 +45,7 @@ class PlanRow:
     manifests_to_build: int
     steps_per_episode: tuple[int, int]  # smallest and largest step limit of the row's tasks
     gpu_hours_to_run: float
-    priced_by: str  # measured / calibrated / assumed, or mixed
+    priced_by: str  # measured / suite measured / emulated / assumed / conservative, or mixed
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Plan:
     total: PlanRow
     invalid: list[BadBatch]
     estimate: Estimate
-    seconds_per_step: float
+    seconds_per_step: float | None  # the user's assumption; None: measured or documented figures
     batch_overhead_s: float
     notes: list[str] = field(default_factory=list)
     stale_results: list[str] = field(default_factory=list)  # of the whole run folder (inventory.stale_results)
@@ -88,16 +88,25 @@ def _row(
     )
 
 
+def _manifests_to_build(campaign: Campaign, found: Inventory) -> dict[str, int]:
+    """Benchmark -> manifests missing and not in the manifest cache (a cached one is a copy)."""
+    counts: dict[str, int] = {}
+    for path, plan in campaign.manifests().items():
+        if path in found.manifests_missing and path not in found.manifests_cached:
+            counts[plan.ref.benchmark] = counts.get(plan.ref.benchmark, 0) + 1
+    return counts
+
+
 def build_plan(
     campaign: Campaign,
     *,
-    seconds_per_step: float = DEFAULT_SECONDS_PER_STEP,
+    seconds_per_step: float | None = None,
     workers: int = DEFAULT_WORKERS,
     batch_overhead_s: float = DEFAULT_BATCH_OVERHEAD_S,
 ) -> Plan:
     """Survey the campaign's files once, price every batch, and group by benchmark and suite."""
     found = survey(campaign)
-    model = CostModel.build(campaign, seconds_per_step, found.durations())
+    model = CostModel.build(campaign, seconds_per_step, found.durations(), suite_timings(campaign))
     groups: dict[tuple[str, str], list[TaskPlan]] = {}
     for plan in campaign.tasks:
         groups.setdefault((plan.ref.benchmark, plan.ref.suite), []).append(plan)
@@ -120,7 +129,7 @@ def build_plan(
         rows=rows,
         total=total,
         invalid=sorted(found.bad.values(), key=lambda bad: bad.batch.path),
-        estimate=estimate(model, campaign, to_run, workers, batch_overhead_s),
+        estimate=estimate(model, campaign, to_run, workers, batch_overhead_s, _manifests_to_build(campaign, found)),
         seconds_per_step=seconds_per_step,
         batch_overhead_s=batch_overhead_s,
         notes=notes,
@@ -176,10 +185,12 @@ def render_text(plan: Plan, max_invalid: int = 5) -> str:
     out += [line([header for header, _ in _COLUMNS]), *(line(row) for row in cells)]
     out += [f"note: {note}" for note in plan.notes]
     est = plan.estimate
+    manifests = f" + {est.manifest_s / 3600:.2f} building manifests" if est.manifest_s else ""
     out.append(
         f"Cost of the {plan.total.to_run} batches to run: {est.simulation_s / 3600:.2f} GPU-hours of simulation "
-        f"(whole campaign {est.campaign_simulation_s / 3600:.2f}); span on {est.workers} worker(s) "
-        f"{_hours(est.span_s)} (lower bound {_hours(est.lower_bound_s)})"
+        f"(p90 {est.simulation_s_p90 / 3600:.2f}; whole campaign {est.campaign_simulation_s / 3600:.2f}){manifests}; "
+        f"span on {est.workers} worker(s) {_hours(est.span_s)} (p90 {_hours(est.span_s_p90)}, "
+        f"lower bound {_hours(est.lower_bound_s)})"
     )
     out += [f"  assumes: {assumption}" for assumption in est.assumptions]
     if plan.invalid:
@@ -212,6 +223,9 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "seconds_per_step": plan.seconds_per_step,
             "batch_overhead_s": plan.batch_overhead_s,
             "gpu_hours_to_run": est.simulation_s / 3600,
+            "gpu_hours_to_run_p90": est.simulation_s_p90 / 3600,
+            "manifest_hours": est.manifest_s / 3600,
+            "span_hours_p90": est.span_s_p90 / 3600,
             "gpu_hours_campaign": est.campaign_simulation_s / 3600,
             "span_hours": est.span_s / 3600,
             "span_lower_bound_hours": est.lower_bound_s / 3600,
