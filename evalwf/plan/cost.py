@@ -5,7 +5,8 @@ scheduler's longest-work-first priority is meant to sort by it, so the preview a
 It is priced, in this order, from the task's own finished batches, from the reset and step times and the
 steps used that batches of the same benchmark and suite measured (this run's or any earlier run's under
 results_dir: a new run of a suite learns from the last), from a benchmark's emulated step time, from a
-`--seconds-per-step` the user gave, or from the benchmark's documented conservative figures (CONSERVATIVE). Every
+`--seconds-per-step` the user gave, or from the benchmark's documented conservative figures (its adapter's
+cost_figures). Every
 figure comes as a median and a 90th percentile; the estimate adds the manifests still to build.
 """
 
@@ -16,35 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalwf.benchmark.adapter import TaskRef, get_adapter
+from evalwf.benchmark.adapter import CostFigures, TaskRef, get_adapter
 from evalwf.plan.campaign import BatchPlan, Campaign
 from evalwf.plan.inventory import survey
 from evalwf.plan.timings import SuiteTiming, measure_suites, quantile
-
-DEFAULT_SECONDS_PER_STEP = 0.7  # a benchmark without documented figures: LIBERO's step through a loaded worker
-
-
-@dataclass(frozen=True)
-class Conservative:
-    """Documented figures for a benchmark nothing of which was measured yet: per step (simulator and policy
-    inference through a loaded worker), per episode reset, per manifest build (docs/performance.md, "Cost
-    estimate"). Chosen at the top of what was measured, so that an estimate before any run errs long."""
-
-    step_s: float
-    reset_s: float
-    manifest_s: float
-
-
-CONSERVATIVE = {
-    # LIBERO: 0.13-0.22 s per step bare, about 0.7 s through a loaded worker; reset + settle 1.8-2.3 s; a manifest
-    # (50 sequential resets) 97 s per task
-    "libero": Conservative(step_s=0.7, reset_s=2.5, manifest_s=150.0),
-    # RoboTwin: SAPIEN steps are slower than MuJoCo's and a manifest runs the expert on every seed
-    "robotwin": Conservative(step_s=1.0, reset_s=5.0, manifest_s=600.0),
-    # the stand-in: no simulator (its step_time_s emulation, where set, prices it instead)
-    "standin": Conservative(step_s=0.01, reset_s=0.0, manifest_s=5.0),
-}
-FALLBACK = Conservative(step_s=DEFAULT_SECONDS_PER_STEP, reset_s=5.0, manifest_s=600.0)
 
 MEASURED, SUITE_MEASURED, ASSUMED, CONSERVATIVE_BASIS = "measured", "suite measured", "assumed", "conservative"
 EMULATED = "emulated"  # a benchmark that emulates its simulator's speed (the stand-in's step_time_s) says it
@@ -66,9 +42,9 @@ class CostModel:
     """Expected seconds per episode of every task of a campaign (median and 90th percentile), and the basis of
     each figure: the task's own finished batches, else its suite's episodes measured by any run under results_dir
     (evalwf.plan.timings), else the seconds per step its benchmark emulates, else `seconds_per_step` when the user
-    gave one, else the benchmark's documented conservative figures."""
+    gave one, else the benchmark's documented conservative figures (BenchmarkAdapter.cost_figures)."""
 
-    seconds_per_step: float | None  # the user's assumption (--seconds-per-step); None: CONSERVATIVE
+    seconds_per_step: float | None  # the user's assumption (--seconds-per-step); None: cost_figures
     step_limits: Mapping[TaskRef, int]
     measured: Mapping[TaskRef, float] = field(default_factory=dict)  # seconds per episode of finished batches
     measured_p90: Mapping[TaskRef, float] = field(default_factory=dict)  # 90th percentile over those batches
@@ -121,8 +97,9 @@ class CostModel:
             return EMULATED
         return ASSUMED if self.seconds_per_step is not None else CONSERVATIVE_BASIS
 
-    def conservative(self, benchmark: str) -> Conservative:
-        return CONSERVATIVE.get(benchmark, FALLBACK)
+    def conservative(self, benchmark: str) -> CostFigures:
+        """The benchmark's documented figures (its adapter's cost_figures)."""
+        return get_adapter(benchmark).cost_figures
 
     def seconds_per_episode(self, ref: TaskRef, p90: bool = False) -> float:
         """Median (or 90th percentile) seconds of one episode of `ref`, its batch's set-up excluded except where
