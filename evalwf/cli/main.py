@@ -203,9 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--batch-overhead-s",
         type=_non_negative_float,
-        default=DEFAULT_BATCH_OVERHEAD_S,
+        default=None,
         metavar="S",
-        help="dispatch overhead per batch added to the span (job-step start-up)",
+        help="dispatch overhead per batch added to the span (job-step start-up; default: measured between the "
+        f"batches of earlier runs, else {DEFAULT_BATCH_OVERHEAD_S:g})",
     )
     plan.add_argument("--json", action="store_true", help="print the plan and cost as JSON")
     plan.set_defaults(func=_plan)

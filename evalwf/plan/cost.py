@@ -219,14 +219,18 @@ def estimate(
     workers: int,
     batch_overhead_s: float,
     manifests_to_build: Mapping[str, int] | None = None,
+    batch_overhead_s_p90: float | None = None,
+    overhead_basis: str = "--batch-overhead-s",
 ) -> Estimate:
-    """`manifests_to_build`: benchmark -> manifests missing (built before their batches, one job each)."""
+    """`manifests_to_build`: benchmark -> manifests missing (built before their batches, one job each);
+    `batch_overhead_s_p90`: the dispatch overhead's 90th percentile (default: `batch_overhead_s`)."""
+    overhead_p90 = batch_overhead_s if batch_overhead_s_p90 is None else batch_overhead_s_p90
     manifests = [
         model.conservative(bench).manifest_s for bench, n in (manifests_to_build or {}).items() for _ in range(n)
     ]
     manifest_span = list_schedule_span(manifests, workers) if manifests else 0.0
     units = [expected_batch_cost(model, batch) + batch_overhead_s for batch in to_run]
-    units_p90 = [expected_batch_cost(model, batch, p90=True) + batch_overhead_s for batch in to_run]
+    units_p90 = [expected_batch_cost(model, batch, p90=True) + overhead_p90 for batch in to_run]
     assumptions = _basis_lines(model, {plan.ref for plan in campaign.tasks})
     if manifests:
         built = ", ".join(
@@ -241,7 +245,8 @@ def estimate(
     )
     assumptions.append(
         f"span: {workers} worker(s) build the manifests, then take batches longest first (LPT list scheduling, "
-        f"within 4/3 of the best possible), {batch_overhead_s:g} s dispatch overhead per batch (--batch-overhead-s)"
+        f"within 4/3 of the best possible), {batch_overhead_s:.3g} s dispatch overhead per batch (p90 "
+        f"{overhead_p90:.3g} s; {overhead_basis})"
     )
     return Estimate(
         workers=workers,

@@ -11,6 +11,7 @@ import atexit
 import logging
 from dataclasses import asdict, dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from evalwf.benchmark.adapter import get_adapter
@@ -23,6 +24,7 @@ from evalwf.plan.cost import (
     suite_timings,
 )
 from evalwf.plan.inventory import BadBatch, Inventory, stale_results, stale_results_note, survey
+from evalwf.plan.timings import measure_dispatch
 
 DEFAULT_WORKERS = 4
 DEFAULT_BATCH_OVERHEAD_S = 3.0  # per batch on a worker: the job step (0.4 s warm, README "Measured") plus the
@@ -97,12 +99,22 @@ def _manifests_to_build(campaign: Campaign, found: Inventory) -> dict[str, int]:
     return counts
 
 
+def _batch_overhead(campaign: Campaign, given: float | None) -> tuple[float, float, str]:
+    """Per batch between batches on a worker: the user's figure, else what earlier runs measured, else the default."""
+    if given is not None:
+        return given, given, "--batch-overhead-s"
+    dispatch = measure_dispatch(Path(campaign.config["results_dir"]), list(campaign.benchmarks))
+    if dispatch is None:
+        return DEFAULT_BATCH_OVERHEAD_S, DEFAULT_BATCH_OVERHEAD_S, "assumed, nothing measured yet; --batch-overhead-s"
+    return dispatch.gap_s, dispatch.gap_s_p90, f"measured between {dispatch.gaps} pairs of consecutive batches"
+
+
 def build_plan(
     campaign: Campaign,
     *,
     seconds_per_step: float | None = None,
     workers: int = DEFAULT_WORKERS,
-    batch_overhead_s: float = DEFAULT_BATCH_OVERHEAD_S,
+    batch_overhead_s: float | None = None,
 ) -> Plan:
     """Survey the campaign's files once, price every batch, and group by benchmark and suite."""
     found = survey(campaign)
@@ -116,6 +128,7 @@ def build_plan(
     ]
     total = _row("total", "", {}, campaign.tasks, found, model)
     to_run = [batch for batch in campaign.batches() if not found.is_done(batch)]
+    overhead, overhead_p90, overhead_basis = _batch_overhead(campaign, batch_overhead_s)
     notes = []
     if sum(row.manifests_to_build for row in rows) != total.manifests_to_build:
         notes.append("suites that share manifests (RoboTwin seen/unseen) count them in each row; the total once")
@@ -129,9 +142,18 @@ def build_plan(
         rows=rows,
         total=total,
         invalid=sorted(found.bad.values(), key=lambda bad: bad.batch.path),
-        estimate=estimate(model, campaign, to_run, workers, batch_overhead_s, _manifests_to_build(campaign, found)),
+        estimate=estimate(
+            model,
+            campaign,
+            to_run,
+            workers,
+            overhead,
+            _manifests_to_build(campaign, found),
+            overhead_p90,
+            overhead_basis,
+        ),
         seconds_per_step=seconds_per_step,
-        batch_overhead_s=batch_overhead_s,
+        batch_overhead_s=overhead,
         notes=notes,
         stale_results=stale_results(campaign),
     )

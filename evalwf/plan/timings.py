@@ -11,9 +11,11 @@ episodes); where the episodes' step counts barely vary the two cannot be told ap
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +76,48 @@ def fit(samples: list[tuple[int, float, int]], setups: list[float], runs: list[s
     )
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """Seconds a worker spends between one batch's end and its next batch's start (job step, policy server or
+    its handshake, queue round trips), measured on consecutive batches of one run on one worker."""
+
+    gap_s: float
+    gap_s_p90: float
+    gaps: int
+
+
+def measure_dispatch(results_dir: Path, benchmarks: list[str]) -> Dispatch | None:
+    """From every batch of `benchmarks` under results_dir: its run, worker (host, GPU, worker id) and times."""
+    lanes: dict[tuple[str, ...], list[tuple[datetime, datetime]]] = {}
+    for benchmark in benchmarks:
+        for path in _batch_files(results_dir, benchmark, "*"):
+            data = _read(path, benchmark, None)
+            worker = data.get("worker") if data else None
+            if not isinstance(worker, dict):
+                continue
+            try:
+                span = datetime.fromisoformat(data["started_at"]), datetime.fromisoformat(data["finished_at"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            lane = (str(data.get("run")), *(str(worker.get(key)) for key in ("host", "gpu", "worker_id")))
+            lanes.setdefault(lane, []).append(span)
+    gaps = []
+    for spans in lanes.values():
+        spans.sort()
+        gaps += [(b[0] - a[1]).total_seconds() for a, b in itertools.pairwise(spans)]
+    gaps = [gap for gap in gaps if gap >= 0]  # overlapping: two slots of one worker name; not a gap
+    if len(gaps) < MIN_EPISODES:
+        return None
+    return Dispatch(quantile(gaps, 0.5), quantile(gaps, 0.9), len(gaps))
+
+
 def _batch_files(results_dir: Path, benchmark: str, suite: str) -> list[Path]:
     """One policy's layout (<run>/<benchmark>/...) and several policies' (<run>/<policy>/<benchmark>/...)."""
     tail = f"{benchmark}/batches/{suite}/*/*.json"
     return sorted({*results_dir.glob(f"*/{tail}"), *results_dir.glob(f"*/*/{tail}")})
 
 
-def _read(path: Path, benchmark: str, suite: str) -> dict[str, Any] | None:
+def _read(path: Path, benchmark: str, suite: str | None) -> dict[str, Any] | None:
     """A batch result of the benchmark and suite, or None for anything else (unreadable, partial, foreign)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -88,7 +125,9 @@ def _read(path: Path, benchmark: str, suite: str) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict) or data.get("schema") != RESULT_SCHEMA:
         return None
-    if data.get("benchmark") != benchmark or data.get("suite") != suite or not isinstance(data.get("episodes"), list):
+    if data.get("benchmark") != benchmark or suite not in (None, data.get("suite")):
+        return None
+    if not isinstance(data.get("episodes"), list):
         return None
     return data
 

@@ -4,6 +4,7 @@ durations after, and longest-first list scheduling on N workers."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import REPO, standin_config
@@ -22,7 +23,7 @@ from evalwf.plan.cost import (
     span_lower_bound,
 )
 from evalwf.plan.table import build_plan
-from evalwf.plan.timings import quantile
+from evalwf.plan.timings import measure_dispatch, quantile
 
 
 def small_campaign(tmp_path) -> Campaign:
@@ -70,14 +71,20 @@ def test_measured_durations_take_over_per_task(tmp_path):
     assert expected_batch_cost(model, last_reach) == 7.0  # 1 episode x 7 s
 
 
-def _earlier_batch(root, run: str, suite: str, task: str, label: str, steps: list[int], setup_s: float) -> None:
-    """A batch result of an earlier run as the workers write them: episodes of 2 s reset + 0.1 s per step."""
+def _earlier_batch(
+    root, run: str, suite: str, task: str, label: str, steps: list[int], setup_s: float, started_s: float = 0.0
+) -> None:
+    """A batch result of an earlier run as the workers write them: episodes of 2 s reset + 0.1 s per step, on one
+    worker, started `started_s` after midnight."""
     episodes = [{"index": i, "steps": n, "duration_s": 2.0 + 0.1 * n, "success": n < 30} for i, n in enumerate(steps)]
     path = root / run / "standin" / "batches" / suite / task / f"{label}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"schema": "policy-eval.batch-result", "run": run, "benchmark": "standin", "suite": suite, "task": task}
     duration = sum(e["duration_s"] for e in episodes) + setup_s
-    path.write_text(json.dumps({**record, "episodes": episodes, "duration_s": duration}))
+    start = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=started_s)
+    times = {"started_at": start.isoformat(), "finished_at": (start + timedelta(seconds=duration)).isoformat()}
+    worker = {"host": "node1", "gpu": "0", "worker_id": "w0"}
+    path.write_text(json.dumps({**record, **times, "worker": worker, "episodes": episodes, "duration_s": duration}))
 
 
 def test_a_new_run_is_priced_by_the_reset_and_step_times_its_suite_measured_before(tmp_path):
@@ -85,10 +92,16 @@ def test_a_new_run_is_priced_by_the_reset_and_step_times_its_suite_measured_befo
     and step time fitted over their episodes, the share of the step limit used, the set-up outside episodes."""
     root = tmp_path / "results"
     for index, steps in enumerate(([10, 20, 30, 30], [12, 30, 18, 30], [30, 30, 14, 16])):
-        _earlier_batch(root, "earlier", "alpha", "reach", f"{4 * index:04d}-4", steps, setup_s=1.5)
+        _earlier_batch(root, "earlier", "alpha", "reach", f"{4 * index:04d}-4", steps, 1.5, started_s=100 * index)
     _earlier_batch(root, "earlier", "beta", "open", "0000-2", [30, 30], setup_s=1.0)  # 2 episodes: too few
     (root / "earlier" / "standin" / "batches" / "alpha" / "reach" / "broken.json").write_text("{not json")
+    for index in range(5):  # more batches of that worker, 4 s apart: the dispatch overhead between batches
+        _earlier_batch(root, "earlier", "gamma", "close", f"{index:04d}-1", [5], 0.0, started_s=1000 + 6.5 * index)
     campaign = Campaign(validate_config(standin_config(tmp_path, run="bigger")))
+    dispatch = measure_dispatch(root, ["standin"])
+    # one worker, one run: 7 gaps, 4 of 4 s (2.5 s batches 6.5 s apart), 3 long ones; the median is 4 s
+    assert dispatch.gaps == 7 and dispatch.gap_s == pytest.approx(4.0)
+    assert "dispatch overhead per batch (p90" in "\n".join(build_plan(campaign, workers=1).estimate.assumptions)
     plan = build_plan(campaign, workers=1, batch_overhead_s=0.0)
     model = CostModel.measure(campaign)
     timing = model.timings[("standin", "alpha")]
