@@ -286,8 +286,8 @@ def projection(overhead: float, claim_gap: float, seed: int = 13, trials: int = 
         "per_batch_overhead_s": per_batch,
         "assumptions": [
             f"{len(batches)} batches of config/libero.yaml + config/robotwin.yaml (+ policies/standin.yaml); expected "
-            f"cost = episodes x step limit x {model.seconds_per_step:g} s per step (evalwf.plan.cost, before "
-            "anything ran)",
+            "cost = episodes x (reset + step limit x seconds per step), the benchmarks' documented conservative "
+            "figures (each adapter's cost_figures, before anything ran)",
             "actual duration = expected x a factor drawn uniformly from [0.5, 1.0] per batch (episodes that succeed "
             "stop before the step limit); the priority is the expected cost (an upper bound), not the actual one",
             f"each batch occupies its worker for its duration + {overhead:.2f} s measured dispatch overhead "

@@ -1,32 +1,22 @@
 """Screenshot of the Snakemake report's landing page: `python scripts/report_screenshot.py [--out docs/report.png]`.
 
 Runs the small stand-in campaign (config/standin.yaml with made-up reference scores) in a temporary directory
-with profiles/local, builds `snakemake --report`, and photographs the landing page with headless Chromium
-(Debian: `apt-get install chromium`). The PNG is what README shows. `--report FILE` photographs an existing report.
+with profiles/local, builds `snakemake --report`, and photographs the landing page with headless Chromium at 1400x900
+(Debian's `chromium`: make test-tools). The PNG is what README shows. `--report FILE` photographs an existing report.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import yaml
+from headless_chromium import page_view  # scripts/ is this script's first import path
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-]
 
 
 def build_report(workdir: Path) -> Path:
@@ -43,31 +33,18 @@ def build_report(workdir: Path) -> Path:
 
 
 def screenshot(report: Path, out: Path, width: int, height: int) -> None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if browser is None:
-        raise SystemExit("no chromium found: apt-get install -y chromium")
+    """The landing page as the browser tests see it (scripts/headless_chromium.py), at scroll 0."""
+    view = page_view(report.resolve().as_uri(), ["#evalwf-title"], width=width, height=height, ready="#evalwf-title")
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
-        command = [
-            browser,
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={profile}",
-            f"--window-size={width},{height}",
-            "--virtual-time-budget=8000",  # let the report's scripts render the landing page
-            f"--screenshot={out.resolve()}",
-            report.resolve().as_uri(),
-        ]
-        subprocess.run(command, check=True, timeout=180, capture_output=True)
-    if not out.exists() or out.read_bytes()[:4] != b"\x89PNG":
-        raise SystemExit(f"chromium wrote no PNG to {out}")
+    out.write_bytes(view.png)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "report.png")
     parser.add_argument("--report", type=Path, help="an existing report.html (default: build one)")
-    parser.add_argument("--width", type=int, default=1280)
-    parser.add_argument("--height", type=int, default=1500)
+    parser.add_argument("--width", type=int, default=1400)
+    parser.add_argument("--height", type=int, default=900)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="evalwf-report-") as workdir:
         report = args.report or build_report(Path(workdir))

@@ -29,7 +29,14 @@ from benchmarks.libero.suites import (
     SUITES,
     effective_max_steps,
 )
-from evalwf.benchmark.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
+from evalwf.benchmark.adapter import (
+    BatchContext,
+    BenchmarkAdapter,
+    CostFigures,
+    ManifestBody,
+    SampleObservation,
+    TaskRef,
+)
 from evalwf.benchmark.node_checks import CheckFailed, NodeCheck
 from evalwf.benchmark.rollout import chunked_rollout, episode_record
 from evalwf.benchmark.seeds import preserved_global_rng
@@ -178,6 +185,9 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
     settings_class = LiberoSettings
     record_setup_keys = ("init_state_index",)
     environment_setup = "build it with scripts/setup_libero.sh (make libero-env)"
+    # 0.13-0.22 s per step bare, about 0.7 s through a loaded worker; reset + settle 1.8-2.3 s; a manifest (50
+    # sequential resets) 97 s per task (docs/performance.md, "Cost estimate")
+    cost_figures = CostFigures(step_s=0.7, reset_s=2.5, manifest_s=150.0)
     episode_packages = EPISODE_PACKAGES
 
     def expand(self, settings: LiberoSettings) -> list[TaskRef]:

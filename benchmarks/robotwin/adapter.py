@@ -23,7 +23,14 @@ from benchmarks.robotwin.tasks import (
     step_limit,
     suite_name,
 )
-from evalwf.benchmark.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
+from evalwf.benchmark.adapter import (
+    BatchContext,
+    BenchmarkAdapter,
+    CostFigures,
+    ManifestBody,
+    SampleObservation,
+    TaskRef,
+)
 from evalwf.benchmark.node_checks import NodeCheck
 from evalwf.common.errors import ConfigError, EnvironmentUnavailable
 
@@ -37,6 +44,8 @@ class RobotwinAdapter(BenchmarkAdapter[RobotwinSettings]):
     summary_file = "benchmark_summary.csv"
     manifest_gpus = 1  # the expert check runs the simulator
     environment_setup = "build it with scripts/setup_robotwin.sh on the GPU node (docs/robotwin.md)"
+    # not measured here (no GPU): SAPIEN's steps are slower than MuJoCo's, a manifest runs the expert on every seed
+    cost_figures = CostFigures(step_s=1.0, reset_s=5.0, manifest_s=600.0)
     # The simulator, its planner, and what seeds and draws from them (setup_demo seeds numpy and torch).
     episode_packages = ("numpy", "sapien", "mplib", "torch")
 

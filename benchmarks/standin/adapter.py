@@ -8,7 +8,14 @@ from typing import Any
 
 from benchmarks.standin.settings import StandinSettings
 from benchmarks.standin.sim import STATE_DIM, SUITES, StandinEpisode, episode_instruction, episode_seed
-from evalwf.benchmark.adapter import BatchContext, BenchmarkAdapter, ManifestBody, SampleObservation, TaskRef
+from evalwf.benchmark.adapter import (
+    BatchContext,
+    BenchmarkAdapter,
+    CostFigures,
+    ManifestBody,
+    SampleObservation,
+    TaskRef,
+)
 from evalwf.benchmark.rollout import chunked_rollout, episode_record
 from evalwf.benchmark.video import save_episode_video
 from evalwf.common.errors import ConfigError
@@ -17,6 +24,8 @@ from evalwf.common.errors import ConfigError
 class StandinAdapter(BenchmarkAdapter[StandinSettings]):
     settings_class = StandinSettings
     record_setup_keys = ("instruction",)
+    # no simulator: a step is a policy round trip (step_time_s, where set, emulates a simulator instead)
+    cost_figures = CostFigures(step_s=0.01, reset_s=0.0, manifest_s=5.0)
 
     def expand(self, settings: StandinSettings) -> list[TaskRef]:
         refs = []

@@ -71,6 +71,17 @@ class SampleObservation:
     extra_dims_ok: bool = False  # the benchmark uses the first action_dim values of longer actions
 
 
+@dataclass(frozen=True)
+class CostFigures:
+    """What the cost estimate assumes of a benchmark nothing of which was measured yet (evalwf.plan.cost): seconds
+    per step (simulator and policy inference through a loaded worker), per episode reset, per manifest build.
+    Chosen at the top of what was measured, so that an estimate before any run errs long (docs/performance.md)."""
+
+    step_s: float
+    reset_s: float
+    manifest_s: float
+
+
 class BenchmarkAdapter(ABC, Generic[SettingsT]):
     """A benchmark: how its config expands into tasks, how its episodes are fixed, how a batch runs.
 
@@ -94,6 +105,9 @@ class BenchmarkAdapter(ABC, Generic[SettingsT]):
     # version, so that episodes found in one environment are never reused in another. Empty (and no checkout):
     # nothing is recorded, nothing probed.
     episode_packages: ClassVar[tuple[str, ...]] = ()
+    # The cost estimate's figures before anything of the benchmark was measured (a benchmark that has none
+    # measured: LIBERO's step through a loaded worker, a slow reset and manifest).
+    cost_figures: ClassVar[CostFigures] = CostFigures(step_s=0.7, reset_s=5.0, manifest_s=600.0)
 
     def __init__(self, name: str):
         self.name = name  # the benchmark's registry key: TaskRef.benchmark, manifests, results and config keys

@@ -111,7 +111,7 @@ def _plan(args: argparse.Namespace) -> int:
     from evalwf.common.errors import ConfigError
     from evalwf.plan.campaign import Campaign
     from evalwf.plan.config import load_config
-    from evalwf.plan.table import build_plan, render_text, to_json
+    from evalwf.plan.table import build_plan, render_campaign, to_json
 
     try:
         campaign = Campaign(load_config(*args.configfile, overrides=_overrides(args.config)))
@@ -129,11 +129,11 @@ def _plan(args: argparse.Namespace) -> int:
     }
     if not campaign.multi:
         plan = next(iter(plans.values()))
-        print(json.dumps(to_json(plan), indent=1) if args.json else render_text(plan))
+        print(json.dumps(to_json(plan), indent=1) if args.json else render_campaign(campaign, [plan]))
     elif args.json:
         print(json.dumps({"policies": {name: to_json(plan) for name, plan in plans.items()}}, indent=1))
     else:
-        print("\n\n".join(render_text(plan) for plan in plans.values()))
+        print(render_campaign(campaign, list(plans.values())))
     return 0
 
 
@@ -159,7 +159,6 @@ def _non_negative_float(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from evalwf.plan.cost import DEFAULT_SECONDS_PER_STEP
     from evalwf.plan.table import DEFAULT_BATCH_OVERHEAD_S, DEFAULT_WORKERS
 
     formatter = argparse.ArgumentDefaultsHelpFormatter
@@ -196,16 +195,18 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--seconds-per-step",
         type=_positive_float,
-        default=DEFAULT_SECONDS_PER_STEP,
+        default=None,
         metavar="S",
-        help="assumed seconds per simulator step (with policy inference) for tasks not measured yet",
+        help="assumed seconds per simulator step (with policy inference) for tasks of suites not measured yet "
+        "(default: the benchmark's documented conservative figures, reset included)",
     )
     plan.add_argument(
         "--batch-overhead-s",
         type=_non_negative_float,
-        default=DEFAULT_BATCH_OVERHEAD_S,
+        default=None,
         metavar="S",
-        help="dispatch overhead per batch added to the span (job-step start-up)",
+        help="dispatch overhead per batch added to the span (job-step start-up; default: measured between the "
+        f"batches of earlier runs, else {DEFAULT_BATCH_OVERHEAD_S:g})",
     )
     plan.add_argument("--json", action="store_true", help="print the plan and cost as JSON")
     plan.set_defaults(func=_plan)

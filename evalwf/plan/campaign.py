@@ -3,6 +3,7 @@ summariser and the status command all read, so they can never disagree about wha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from evalwf.plan.environment import episode_environments, unavailable_reason
 from evalwf.plan.manifest import manifest_hash
 from evalwf.plan.results import BatchExpectation
 from evalwf.policy.spec import PolicySpec
+
+PLOT_APART_TASKS = 20  # a suite of more tasks, next to other suites, is plotted in a figure of its own
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,20 @@ class PolicyCampaign(PlannedTasks):
         }
         if self.reference_scores(benchmark):
             paths["reference"] = str(directory / "reference_comparison.csv")
+        for suite, key in self.suites_plotted_apart(benchmark).items():
+            paths[key] = str(directory / f"success_by_task.{suite}.png")
         return paths
+
+    def suites_plotted_apart(self, benchmark: str) -> dict[str, str]:
+        """Suite -> its summary key ('plot_<suite>'), for the suites of more than PLOT_APART_TASKS tasks of a
+        benchmark of several suites: their bars get a figure of their own (LIBERO's libero_90), so that the others'
+        stay in view."""
+        counts: dict[str, int] = {}
+        for plan in self.tasks_of(benchmark):
+            counts[plan.ref.suite] = counts.get(plan.ref.suite, 0) + 1
+        if len(counts) < 2:
+            return {}
+        return {suite: "plot_" + re.sub(r"\W", "_", suite) for suite, n in counts.items() if n > PLOT_APART_TASKS}
 
     def expectation(self, batch: BatchPlan, manifest: dict[str, Any]) -> BatchExpectation:
         """What the result file of `batch` must contain to count (checked before any aggregation)."""

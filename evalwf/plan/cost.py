@@ -2,10 +2,12 @@
 
 `expected_batch_cost` is the one estimate of a batch's simulation time: the plan table sums it, and the
 scheduler's longest-work-first priority is meant to sort by it, so the preview and the queue agree.
-Before anything ran it is episodes x the task's step limit x an assumed seconds per step (the step limit is an
-upper bound: an episode that succeeds early stops sooner). Once batches have finished, their measured
-durations take over: per task where the task has finished batches, else a seconds-per-step figure calibrated on
-the benchmark's finished batches.
+It is priced, in this order, from the task's own finished batches, from the reset and step times and the
+steps used that batches of the same benchmark and suite measured (this run's or any earlier run's under
+results_dir: a new run of a suite learns from the last), from a benchmark's emulated step time, from a
+`--seconds-per-step` the user gave, or from the benchmark's documented conservative figures (its adapter's
+cost_figures). Every
+figure comes as a median and a 90th percentile; the estimate adds the manifests still to build.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from evalwf.benchmark.adapter import TaskRef, get_adapter
+from evalwf.benchmark.adapter import CostFigures, TaskRef, get_adapter
 from evalwf.plan.campaign import BatchPlan, PlannedTasks, PolicyCampaign
 from evalwf.plan.inventory import survey
+from evalwf.plan.timings import SuiteTiming, measure_suites, quantile
 
-DEFAULT_SECONDS_PER_STEP = 0.1  # simulator step plus amortised policy inference on a GPU node: an assumption
-
-MEASURED, CALIBRATED, ASSUMED = "measured", "calibrated", "assumed"
+MEASURED, SUITE_MEASURED, ASSUMED, CONSERVATIVE_BASIS = "measured", "suite measured", "assumed", "conservative"
 EMULATED = "emulated"  # a benchmark that emulates its simulator's speed (the stand-in's step_time_s) says it
 
 
@@ -37,70 +39,107 @@ def emulated_step_time(section: Mapping[str, object], ref: TaskRef) -> float:
 
 @dataclass(frozen=True)
 class CostModel:
-    """Expected seconds per episode of every task of a campaign, and where each figure comes from."""
+    """Expected seconds per episode of every task of a campaign (median and 90th percentile), and the basis of
+    each figure: the task's own finished batches, else its suite's episodes measured by any run under results_dir
+    (evalwf.plan.timings), else the seconds per step its benchmark emulates, else `seconds_per_step` when the user
+    gave one, else the benchmark's documented conservative figures (BenchmarkAdapter.cost_figures)."""
 
-    seconds_per_step: float  # the assumption, used where nothing of the benchmark was measured
+    seconds_per_step: float | None  # the user's assumption (--seconds-per-step); None: cost_figures
     step_limits: Mapping[TaskRef, int]
     measured: Mapping[TaskRef, float] = field(default_factory=dict)  # seconds per episode of finished batches
-    calibrated: Mapping[str, float] = field(default_factory=dict)  # benchmark -> measured seconds per step
+    measured_p90: Mapping[TaskRef, float] = field(default_factory=dict)  # 90th percentile over those batches
+    timings: Mapping[tuple[str, str], SuiteTiming] = field(default_factory=dict)  # (benchmark, suite) -> measured
     emulated: Mapping[TaskRef, float] = field(default_factory=dict)  # seconds per step a benchmark emulates
 
     @classmethod
     def build(
         cls,
         campaign: PlannedTasks,
-        seconds_per_step: float = DEFAULT_SECONDS_PER_STEP,
+        seconds_per_step: float | None = None,
         durations: Mapping[TaskRef, Iterable[tuple[float, int]]] | None = None,
+        timings: Mapping[tuple[str, str], SuiteTiming] | None = None,
     ) -> CostModel:
-        """`durations`: per task, (seconds, episodes) of its finished batches (Inventory.durations())."""
-        if seconds_per_step <= 0:
+        """`durations`: per task, (seconds, episodes) of its finished batches (Inventory.durations());
+        `timings`: per suite, what earlier batches measured (timings.measure_suites)."""
+        if seconds_per_step is not None and seconds_per_step <= 0:
             raise ValueError(f"seconds per step must be > 0, got {seconds_per_step}")
         limits = {
             ref: get_adapter(ref.benchmark).episode_step_limit(campaign.settings(ref.benchmark), ref)
             for ref in (plan.ref for plan in campaign.tasks)
         }
         measured: dict[TaskRef, float] = {}
-        seconds_by_bench: dict[str, float] = {}
-        steps_by_bench: dict[str, float] = {}
+        measured_p90: dict[TaskRef, float] = {}
         for ref, runs in (durations or {}).items():
-            seconds = sum(s for s, _ in runs)
-            episodes = sum(n for _, n in runs)
-            if episodes <= 0 or ref not in limits:
+            runs = [(s, n) for s, n in runs if n > 0]
+            if not runs or ref not in limits:
                 continue
-            measured[ref] = seconds / episodes
-            seconds_by_bench[ref.benchmark] = seconds_by_bench.get(ref.benchmark, 0.0) + seconds
-            steps_by_bench[ref.benchmark] = steps_by_bench.get(ref.benchmark, 0.0) + episodes * limits[ref]
-        calibrated = {bench: seconds_by_bench[bench] / steps for bench, steps in steps_by_bench.items() if steps > 0}
+            measured[ref] = sum(s for s, _ in runs) / sum(n for _, n in runs)
+            measured_p90[ref] = max(measured[ref], quantile([s / n for s, n in runs], 0.9))
         emulated = {
             plan.ref: rate
             for plan in campaign.tasks
             if (rate := emulated_step_time(campaign.section(plan.ref.benchmark), plan.ref)) > 0
         }
-        return cls(seconds_per_step, limits, measured, calibrated, emulated)
+        return cls(seconds_per_step, limits, measured, measured_p90, dict(timings or {}), emulated)
 
     @classmethod
-    def measure(cls, campaign: PolicyCampaign, seconds_per_step: float = DEFAULT_SECONDS_PER_STEP) -> CostModel:
-        """From the policy's own result files (validated; a bad file contributes nothing)."""
-        return cls.build(campaign, seconds_per_step, survey(campaign).durations())
+    def measure(cls, campaign: PolicyCampaign, seconds_per_step: float | None = None) -> CostModel:
+        """From the campaign's own result files (validated; a bad file contributes nothing) and every batch of
+        its benchmarks' suites under results_dir."""
+        return cls.build(campaign, seconds_per_step, survey(campaign).durations(), suite_timings(campaign))
 
     def basis(self, ref: TaskRef) -> str:
         if ref in self.measured:
             return MEASURED
+        if (ref.benchmark, ref.suite) in self.timings:
+            return SUITE_MEASURED
         if ref in self.emulated:
             return EMULATED
-        return CALIBRATED if ref.benchmark in self.calibrated else ASSUMED
+        return ASSUMED if self.seconds_per_step is not None else CONSERVATIVE_BASIS
 
-    def seconds_per_episode(self, ref: TaskRef) -> float:
+    def conservative(self, benchmark: str) -> CostFigures:
+        """The benchmark's documented figures (its adapter's cost_figures)."""
+        return get_adapter(benchmark).cost_figures
+
+    def seconds_per_episode(self, ref: TaskRef, p90: bool = False) -> float:
+        """Median (or 90th percentile) seconds of one episode of `ref`, its batch's set-up excluded except where
+        the task's own batches measured it (their duration_s holds it)."""
+        limit = self.step_limits[ref]
         if ref in self.measured:
-            return self.measured[ref]
+            return self.measured_p90[ref] if p90 else self.measured[ref]
+        timing = self.timings.get((ref.benchmark, ref.suite))
+        if timing is not None:
+            used = timing.steps_used_p90 if p90 else timing.steps_used
+            return timing.reset_s + limit * used * (timing.step_s_p90 if p90 else timing.step_s)
         if ref in self.emulated:
-            return self.step_limits[ref] * self.emulated[ref]
-        return self.step_limits[ref] * self.calibrated.get(ref.benchmark, self.seconds_per_step)
+            return limit * self.emulated[ref]
+        if self.seconds_per_step is not None:
+            return limit * self.seconds_per_step
+        figures = self.conservative(ref.benchmark)
+        return figures.reset_s + limit * figures.step_s
+
+    def batch_setup_s(self, ref: TaskRef, p90: bool = False) -> float:
+        """Seconds a batch spends outside its episodes, as its suite measured them (0 where the task's own
+        durations already hold it, or nothing was measured)."""
+        timing = self.timings.get((ref.benchmark, ref.suite))
+        if ref in self.measured or timing is None:
+            return 0.0
+        return timing.setup_s_p90 if p90 else timing.setup_s
 
 
-def expected_batch_cost(model: CostModel, batch: BatchPlan) -> float:
-    """Expected seconds of simulation of one batch: its episodes x the task's expected seconds per episode."""
-    return batch.episodes.count * model.seconds_per_episode(batch.ref)
+def suite_timings(campaign: PlannedTasks) -> dict[tuple[str, str], SuiteTiming]:
+    """What every batch under results_dir measured of the campaign's suites (this run's and earlier runs')."""
+    suites: dict[tuple[str, str], dict[str, int]] = {}
+    for plan in campaign.tasks:
+        limit = get_adapter(plan.ref.benchmark).episode_step_limit(campaign.settings(plan.ref.benchmark), plan.ref)
+        suites.setdefault((plan.ref.benchmark, plan.ref.suite), {})[plan.ref.task] = limit
+    return measure_suites(Path(campaign.config["results_dir"]), suites)
+
+
+def expected_batch_cost(model: CostModel, batch: BatchPlan, p90: bool = False) -> float:
+    """Expected seconds of one batch on a worker: its episodes x the task's seconds per episode, plus its set-up
+    where measured. Median, or with `p90` the 90th percentile figures."""
+    return batch.episodes.count * model.seconds_per_episode(batch.ref, p90) + model.batch_setup_s(batch.ref, p90)
 
 
 def list_schedule_span(durations: Sequence[float], workers: int) -> float:
@@ -121,14 +160,56 @@ def span_lower_bound(durations: Sequence[float], workers: int) -> float:
 
 @dataclass(frozen=True)
 class Estimate:
-    """The cost of the batches still to run: simulation GPU-seconds and the span on `workers` workers."""
+    """The cost of the batches still to run (median and 90th percentile): simulation GPU-seconds, the manifest
+    builds, and the span on `workers` workers (manifests first, then the batches)."""
 
     workers: int
     simulation_s: float  # summed expected_batch_cost of the batches to run
+    simulation_s_p90: float
     campaign_simulation_s: float  # the same over every batch of the campaign (done ones included)
-    span_s: float  # LPT list scheduling of (cost + overhead) per batch
+    manifest_s: float  # the manifests still to build, at the benchmark's documented figure each
+    span_s: float  # LPT list scheduling of (cost + overhead) per batch, after the manifests
+    span_s_p90: float
     lower_bound_s: float
     assumptions: list[str]
+
+
+def _basis_lines(model: CostModel, refs: set[TaskRef]) -> list[str]:
+    """Which figures priced how many tasks, named so that a reader can check them."""
+    bases = {basis: [ref for ref in refs if model.basis(ref) == basis] for basis in (MEASURED, SUITE_MEASURED)}
+    bases |= {basis: [ref for ref in refs if model.basis(ref) == basis] for basis in (EMULATED, ASSUMED)}
+    bases[CONSERVATIVE_BASIS] = [ref for ref in refs if model.basis(ref) == CONSERVATIVE_BASIS]
+    lines = []
+    if bases[MEASURED]:
+        lines.append(
+            f"{len(bases[MEASURED])} task(s) priced at the seconds per episode of their own finished batches "
+            "(duration_s of each batch file; 90th percentile over the batches)"
+        )
+    suites = sorted({(ref.benchmark, ref.suite) for ref in bases[SUITE_MEASURED]})
+    for key in suites:
+        t = model.timings[key]
+        count = sum((ref.benchmark, ref.suite) == key for ref in bases[SUITE_MEASURED])
+        lines.append(
+            f"{count} task(s) of {key[0]} {key[1]} priced from {t.episodes} episodes measured by run(s) "
+            f"{', '.join(t.runs)}: reset {t.reset_s:.2f} s, step {t.step_s:.3g} s (p90 {t.step_s_p90:.3g}), "
+            f"{100 * t.steps_used:.0f}% of the step limit used (p90 {100 * t.steps_used_p90:.0f}%), "
+            f"{t.setup_s:.1f} s per batch outside episodes (p90 {t.setup_s_p90:.1f})"
+        )
+    if bases[EMULATED]:
+        lines.append(f"{len(bases[EMULATED])} task(s) priced at the seconds per step their benchmark emulates")
+    if bases[ASSUMED]:
+        lines.append(
+            f"{len(bases[ASSUMED])} task(s) not measured yet: episode = step limit x {model.seconds_per_step:g} s "
+            "per step (--seconds-per-step, no reset)"
+        )
+    for benchmark in sorted({ref.benchmark for ref in bases[CONSERVATIVE_BASIS]}):
+        f = model.conservative(benchmark)
+        count = sum(ref.benchmark == benchmark for ref in bases[CONSERVATIVE_BASIS])
+        lines.append(
+            f"{count} task(s) of {benchmark} not measured yet: documented conservative figures, episode = reset "
+            f"{f.reset_s:g} s + step limit x {f.step_s:g} s (every episode runs to its limit)"
+        )
+    return lines
 
 
 def estimate(
@@ -137,46 +218,44 @@ def estimate(
     to_run: Sequence[BatchPlan],
     workers: int,
     batch_overhead_s: float,
+    manifests_to_build: Mapping[str, int] | None = None,
+    batch_overhead_s_p90: float | None = None,
+    overhead_basis: str = "--batch-overhead-s",
 ) -> Estimate:
+    """`manifests_to_build`: benchmark -> manifests missing (built before their batches, one job each);
+    `batch_overhead_s_p90`: the dispatch overhead's 90th percentile (default: `batch_overhead_s`)."""
+    overhead_p90 = batch_overhead_s if batch_overhead_s_p90 is None else batch_overhead_s_p90
+    manifests = [
+        model.conservative(bench).manifest_s for bench, n in (manifests_to_build or {}).items() for _ in range(n)
+    ]
+    manifest_span = list_schedule_span(manifests, workers) if manifests else 0.0
     units = [expected_batch_cost(model, batch) + batch_overhead_s for batch in to_run]
-    refs = {plan.ref for plan in campaign.tasks}
-    bases = {
-        basis: sum(model.basis(ref) == basis for ref in refs) for basis in (MEASURED, EMULATED, CALIBRATED, ASSUMED)
-    }
-    assumptions = []
-    if bases[EMULATED]:
-        assumptions.append(
-            f"{bases[EMULATED]} task(s) priced at the seconds per step their benchmark emulates (step_time_s)"
+    units_p90 = [expected_batch_cost(model, batch, p90=True) + overhead_p90 for batch in to_run]
+    assumptions = _basis_lines(model, {plan.ref for plan in campaign.tasks})
+    if manifests:
+        built = ", ".join(
+            f"{n} of {bench} at {model.conservative(bench).manifest_s:g} s"
+            for bench, n in manifests_to_build.items()
+            if n
         )
-    if bases[ASSUMED]:
-        assumptions.append(
-            f"{bases[ASSUMED]} task(s) not measured yet: episode cost = step limit x {model.seconds_per_step:g} s "
-            "per step (--seconds-per-step); the step limit is an upper bound, episodes that succeed stop sooner"
-        )
-    if bases[CALIBRATED]:
-        rates = ", ".join(f"{bench} {rate:.3g} s" for bench, rate in sorted(model.calibrated.items()))
-        assumptions.append(
-            f"{bases[CALIBRATED]} task(s) not measured yet, priced at the seconds per step measured on their "
-            f"benchmark's finished batches ({rates})"
-        )
-    if bases[MEASURED]:
-        assumptions.append(
-            f"{bases[MEASURED]} task(s) priced at the mean seconds per episode of their finished batches "
-            "(duration_s of each batch file)"
-        )
+        assumptions.append(f"manifests to build first: {built} each (documented figures)")
     assumptions.append(
         "GPU-hours = expected simulation time summed (one worker per GPU, one batch at a time per worker); "
-        "manifest builds and policy server start-up not included"
+        "policy server start-up not included; median figures, p90 the 90th percentiles"
     )
     assumptions.append(
-        f"span: {workers} worker(s) take batches longest first (LPT list scheduling, within 4/3 of the best "
-        f"possible), {batch_overhead_s:g} s dispatch overhead per batch (--batch-overhead-s)"
+        f"span: {workers} worker(s) build the manifests, then take batches longest first (LPT list scheduling, "
+        f"within 4/3 of the best possible), {batch_overhead_s:.3g} s dispatch overhead per batch (p90 "
+        f"{overhead_p90:.3g} s; {overhead_basis})"
     )
     return Estimate(
         workers=workers,
         simulation_s=sum(expected_batch_cost(model, batch) for batch in to_run),
+        simulation_s_p90=sum(expected_batch_cost(model, batch, p90=True) for batch in to_run),
         campaign_simulation_s=sum(expected_batch_cost(model, batch) for batch in campaign.batches()),
-        span_s=list_schedule_span(units, workers),
-        lower_bound_s=span_lower_bound(units, workers),
+        manifest_s=sum(manifests),
+        span_s=manifest_span + (list_schedule_span(units, workers) if units else 0.0),
+        span_s_p90=manifest_span + (list_schedule_span(units_p90, workers) if units_p90 else 0.0),
+        lower_bound_s=manifest_span + span_lower_bound(units, workers),
         assumptions=assumptions,
     )

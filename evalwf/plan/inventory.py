@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import registry
 from evalwf.benchmark.adapter import TaskRef
 from evalwf.common.errors import ManifestError, ResultValidationError
-from evalwf.plan.campaign import BatchPlan, PolicyCampaign, TaskPlan
+from evalwf.plan.campaign import BatchPlan, PlannedTasks, PolicyCampaign, TaskPlan
+from evalwf.plan.config import campaign_policy_blocks, several_policies
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
 
@@ -110,3 +112,38 @@ def survey(campaign: PolicyCampaign) -> Inventory:
     for plan in campaign.tasks:
         _survey_task(campaign, plan, found, manifests)
     return found
+
+
+def stale_results(campaign: PlannedTasks) -> list[str]:
+    """Results under the run's folder that no policy of the config writes: a policy renamed or dropped from a
+    sweep (results/<run>/<old name>/<benchmark>/batches), or the other layout of the same run name (one policy's
+    results/<run>/<benchmark>/batches in a sweep, a sweep's policy folders in a one-policy run). Only named, never
+    deleted: they may be the only copy of an evaluation."""
+    root = campaign.root
+    if not root.is_dir():
+        return []
+    benchmarks = set(registry.names())
+    policies = {block["name"] for block in campaign_policy_blocks(campaign.config)}
+    multi = several_policies(campaign.config)
+    found = []
+    for directory in sorted(path for path in root.iterdir() if path.is_dir()):
+        if directory.name in benchmarks:
+            if multi and (directory / "batches").is_dir():
+                found.append(str(directory / "batches"))
+            continue
+        if multi and directory.name in policies:
+            continue
+        if any((directory / name / "batches").is_dir() for name in benchmarks):
+            found.append(str(directory))
+    return found
+
+
+def stale_results_note(campaign: PlannedTasks) -> str | None:
+    """The one line naming stale_results, or None when there are none."""
+    found = stale_results(campaign)
+    if not found:
+        return None
+    return (
+        f"WARNING: not part of this campaign: {', '.join(found)} (results of a policy the config no longer names, "
+        "or of the same run name with one policy vs several): delete it or rename it back"
+    )

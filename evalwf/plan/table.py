@@ -1,5 +1,5 @@
 """The plan table: per benchmark and suite, what a campaign contains, what is done, what is left and what it
-costs; printed by `evalwf plan` and at the top of `snakemake -n`, as text or JSON (one dict for scripts).
+costs; printed by `evalwf plan` and at the end of `snakemake -n`, as text or JSON (one dict for scripts).
 
 Counts come from the Campaign (the plan the Snakefile expands), done/to-run from the validated result files
 (evalwf.plan.inventory), costs from evalwf.plan.cost.
@@ -7,20 +7,24 @@ Counts come from the Campaign (the plan the Snakefile expands), done/to-run from
 
 from __future__ import annotations
 
+import atexit
+import logging
 from dataclasses import asdict, dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from evalwf.benchmark.adapter import get_adapter
-from evalwf.plan.campaign import PolicyCampaign, TaskPlan
+from evalwf.plan.campaign import Campaign, PlannedTasks, PolicyCampaign, TaskPlan
 from evalwf.plan.cost import (
-    DEFAULT_SECONDS_PER_STEP,
     CostModel,
     Estimate,
     estimate,
     expected_batch_cost,
+    suite_timings,
 )
-from evalwf.plan.inventory import BadBatch, Inventory, survey
+from evalwf.plan.inventory import BadBatch, Inventory, stale_results, stale_results_note, survey
+from evalwf.plan.timings import measure_dispatch
 
 DEFAULT_WORKERS = 4
 DEFAULT_BATCH_OVERHEAD_S = 3.0  # per batch on a worker: the job step (0.4 s warm, README "Measured") plus the
@@ -43,7 +47,7 @@ class PlanRow:
     manifests_to_build: int
     steps_per_episode: tuple[int, int]  # smallest and largest step limit of the row's tasks
     gpu_hours_to_run: float
-    priced_by: str  # measured / calibrated / assumed, or mixed
+    priced_by: str  # measured / suite measured / emulated / assumed / conservative, or mixed
 
 
 @dataclass(frozen=True)
@@ -56,9 +60,10 @@ class Plan:
     total: PlanRow
     invalid: list[BadBatch]
     estimate: Estimate
-    seconds_per_step: float
+    seconds_per_step: float | None  # the user's assumption; None: measured or documented figures
     batch_overhead_s: float
     notes: list[str] = field(default_factory=list)
+    stale_results: list[str] = field(default_factory=list)  # of the whole run folder (inventory.stale_results)
 
 
 def _row(
@@ -85,16 +90,35 @@ def _row(
     )
 
 
+def _manifests_to_build(campaign: PlannedTasks, found: Inventory) -> dict[str, int]:
+    """Benchmark -> manifests missing and not in the manifest cache (a cached one is a copy)."""
+    counts: dict[str, int] = {}
+    for path, plan in campaign.manifests().items():
+        if path in found.manifests_missing and path not in found.manifests_cached:
+            counts[plan.ref.benchmark] = counts.get(plan.ref.benchmark, 0) + 1
+    return counts
+
+
+def _batch_overhead(campaign: PlannedTasks, given: float | None) -> tuple[float, float, str]:
+    """Per batch between batches on a worker: the user's figure, else what earlier runs measured, else the default."""
+    if given is not None:
+        return given, given, "--batch-overhead-s"
+    dispatch = measure_dispatch(Path(campaign.config["results_dir"]), list(campaign.benchmarks))
+    if dispatch is None:
+        return DEFAULT_BATCH_OVERHEAD_S, DEFAULT_BATCH_OVERHEAD_S, "assumed, nothing measured yet; --batch-overhead-s"
+    return dispatch.gap_s, dispatch.gap_s_p90, f"measured between {dispatch.gaps} pairs of consecutive batches"
+
+
 def build_plan(
     campaign: PolicyCampaign,
     *,
-    seconds_per_step: float = DEFAULT_SECONDS_PER_STEP,
+    seconds_per_step: float | None = None,
     workers: int = DEFAULT_WORKERS,
-    batch_overhead_s: float = DEFAULT_BATCH_OVERHEAD_S,
+    batch_overhead_s: float | None = None,
 ) -> Plan:
     """Survey the campaign's files once, price every batch, and group by benchmark and suite."""
     found = survey(campaign)
-    model = CostModel.build(campaign, seconds_per_step, found.durations())
+    model = CostModel.build(campaign, seconds_per_step, found.durations(), suite_timings(campaign))
     groups: dict[tuple[str, str], list[TaskPlan]] = {}
     for plan in campaign.tasks:
         groups.setdefault((plan.ref.benchmark, plan.ref.suite), []).append(plan)
@@ -104,6 +128,7 @@ def build_plan(
     ]
     total = _row("total", "", {}, campaign.tasks, found, model)
     to_run = [batch for batch in campaign.batches() if not found.is_done(batch)]
+    overhead, overhead_p90, overhead_basis = _batch_overhead(campaign, batch_overhead_s)
     notes = []
     if sum(row.manifests_to_build for row in rows) != total.manifests_to_build:
         notes.append("suites that share manifests (RoboTwin seen/unseen) count them in each row; the total once")
@@ -117,10 +142,20 @@ def build_plan(
         rows=rows,
         total=total,
         invalid=sorted(found.bad.values(), key=lambda bad: bad.batch.path),
-        estimate=estimate(model, campaign, to_run, workers, batch_overhead_s),
+        estimate=estimate(
+            model,
+            campaign,
+            to_run,
+            workers,
+            overhead,
+            _manifests_to_build(campaign, found),
+            overhead_p90,
+            overhead_basis,
+        ),
         seconds_per_step=seconds_per_step,
-        batch_overhead_s=batch_overhead_s,
+        batch_overhead_s=overhead,
         notes=notes,
+        stale_results=stale_results(campaign),
     )
 
 
@@ -172,10 +207,12 @@ def render_text(plan: Plan, max_invalid: int = 5) -> str:
     out += [line([header for header, _ in _COLUMNS]), *(line(row) for row in cells)]
     out += [f"note: {note}" for note in plan.notes]
     est = plan.estimate
+    manifests = f" + {est.manifest_s / 3600:.2f} building manifests" if est.manifest_s else ""
     out.append(
         f"Cost of the {plan.total.to_run} batches to run: {est.simulation_s / 3600:.2f} GPU-hours of simulation "
-        f"(whole campaign {est.campaign_simulation_s / 3600:.2f}); span on {est.workers} worker(s) "
-        f"{_hours(est.span_s)} (lower bound {_hours(est.lower_bound_s)})"
+        f"(p90 {est.simulation_s_p90 / 3600:.2f}; whole campaign {est.campaign_simulation_s / 3600:.2f}){manifests}; "
+        f"span on {est.workers} worker(s) {_hours(est.span_s)} (p90 {_hours(est.span_s_p90)}, "
+        f"lower bound {_hours(est.lower_bound_s)})"
     )
     out += [f"  assumes: {assumption}" for assumption in est.assumptions]
     if plan.invalid:
@@ -208,18 +245,55 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "seconds_per_step": plan.seconds_per_step,
             "batch_overhead_s": plan.batch_overhead_s,
             "gpu_hours_to_run": est.simulation_s / 3600,
+            "gpu_hours_to_run_p90": est.simulation_s_p90 / 3600,
+            "manifest_hours": est.manifest_s / 3600,
+            "span_hours_p90": est.span_s_p90 / 3600,
             "gpu_hours_campaign": est.campaign_simulation_s / 3600,
             "span_hours": est.span_s / 3600,
             "span_lower_bound_hours": est.lower_bound_s / 3600,
             "assumptions": est.assumptions,
         },
         "notes": plan.notes,
+        "stale_results": plan.stale_results,
     }
 
 
+class _ErrorSeen(logging.Handler):
+    """Notes whether Snakemake logged an error: a failed dry run ends on its error, not on a plan."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen = True
+
+
+_AT_EXIT: list[str] = []
+_ERRORS = _ErrorSeen()
+SNAKEMAKE_LOGGER = "snakemake.logging"  # the logger Snakemake writes its job blocks and errors to
+
+
+def _print_plans() -> None:
+    if _AT_EXIT and not _ERRORS.seen:
+        print("\n\n".join(_AT_EXIT), flush=True)
+
+
+def render_campaign(campaign: Campaign, plans: list[Plan]) -> str:
+    """Every policy's plan, then the results under the run's folder that are not part of it (named once)."""
+    note = stale_results_note(campaign)
+    return "\n\n".join([render_text(plan) for plan in plans] + ([note] if note else []))
+
+
 @cache
-def print_plan_once(campaign: PolicyCampaign) -> None:
-    """The plan at the top of `snakemake -n`, with the default assumptions; once per campaign, since Snakemake
-    may evaluate the input function that calls this more than once."""
+def print_plan_once(campaign: Campaign) -> None:
+    """The plans of `snakemake -n` (one per policy), with the default assumptions, printed when the process exits:
+    after the job blocks Snakemake prints (thousands of lines for a full campaign), so that they are what the user
+    sees last. Built now (a failure to build them fails the dry run here); skipped when Snakemake logged an error.
+    Once per campaign, since Snakemake may evaluate the input function that calls this more than once."""
     hint = "(other worker counts or assumptions: evalwf plan --configfile ... --workers N --seconds-per-step S)"
-    print(f"{render_text(build_plan(campaign))}\n{hint}\n", flush=True)
+    plans = [build_plan(member) for member in campaign.policy_campaigns()]
+    _AT_EXIT.append(f"{render_campaign(campaign, plans)}\n{hint}")
+    if len(_AT_EXIT) == 1:
+        logging.getLogger(SNAKEMAKE_LOGGER).addHandler(_ERRORS)
+        atexit.register(_print_plans)

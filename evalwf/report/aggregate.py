@@ -15,6 +15,7 @@ import pandas as pd
 from evalwf.benchmark.adapter import get_adapter
 from evalwf.common.atomic import atomic_write_text
 from evalwf.plan.campaign import PolicyCampaign
+from evalwf.plan.config import several_policies
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import check_policy_servers, validate_batch_result
 from evalwf.report.reference import compare_with_reference
@@ -179,8 +180,9 @@ def summarize_benchmark(
     """Write the gather outputs named in `outputs` (keys as PolicyCampaign.summary_paths) and, with `echo`, print the
     suite, reference and task tables to stderr (the gather step's terminal and log)."""
     from evalwf.report.plots import plot_task_success
-    from evalwf.report.tables import format_html, format_latex, format_markdown, format_text
+    from evalwf.report.tables import format_html, format_latex, format_markdown, format_text, summary_title
 
+    policy = campaign.policy.name if several_policies(campaign.config) else None  # whose summary, in a sweep
     tallies = tally_benchmark(campaign, benchmark, planned)
     tasks, suites = task_table(benchmark, tallies), suite_table(benchmark, tallies)
     reported = campaign.reference_scores(benchmark)
@@ -201,17 +203,20 @@ def summarize_benchmark(
         plot_task_success(
             tasks,
             outputs["plot"],
-            f"{campaign.run}: {benchmark} success rate by task (95% Wilson)",
+            f"{summary_title(campaign.run, benchmark, policy)}: success rate by task (95% Wilson)",
             reference=reported,
+            apart={
+                suite: outputs[key] for suite, key in campaign.suites_plotted_apart(benchmark).items() if key in outputs
+            },
         )
     if "html" in outputs:
         plot_png = Path(outputs["plot"]).read_bytes() if "plot" in outputs else None
-        html = format_html(campaign.run, benchmark, suites, tasks, comparison, source, plot_png)
+        html = format_html(campaign.run, benchmark, suites, tasks, comparison, source, plot_png, policy)
         if any(tally.recorded_failures for tally in tallies):  # nothing recorded a video: no gallery to build
             from evalwf.report.gallery import failed_episodes, gallery_html
 
             html += gallery_html(failed_episodes(tallies))
         atomic_write_text(outputs["html"], html)
     if echo:
-        print(format_text(campaign.run, benchmark, suites, tasks, comparison), file=sys.stderr, flush=True)
+        print(format_text(campaign.run, benchmark, suites, tasks, comparison, policy), file=sys.stderr, flush=True)
     return tasks, suites

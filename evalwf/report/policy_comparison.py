@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.figure import Figure
 
 from evalwf.common.atomic import atomic_write_bytes, atomic_write_text
 from evalwf.plan.campaign import Campaign
@@ -108,7 +109,7 @@ def comparison_table(campaign: Campaign, benchmark: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS + (ADAPTIVE_COLUMNS if adaptive else []))
 
 
-def _cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
+def comparison_cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
     def num(value: Any, fmt: str) -> str:
         return "-" if pd.isna(value) else format(value, fmt)
 
@@ -129,7 +130,7 @@ def _cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
                 "95% CI (Newcombe)": (
                     "-" if pd.isna(r["ci95_low_pp"]) else f"[{r['ci95_low_pp']:+.1f}, {r['ci95_high_pp']:+.1f}]"
                 ),
-                "significant": str(r["significant"] or "-"),
+                "significant": "-" if pd.isna(r["significant"]) or not r["significant"] else str(r["significant"]),
             }
         )
         out.append(row)
@@ -138,8 +139,8 @@ def _cells(table: pd.DataFrame, with_task: bool) -> list[dict[str, str]]:
 
 def format_markdown(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> str:
     right = {"success %", "95% CI (Wilson)", "vs baseline pp", "95% CI (Newcombe)"}
-    suites = _cells(table[table["level"].isin(["suite", "average"])], with_task=False)
-    tasks = _cells(table[table["level"] == "task"], with_task=True)
+    suites = comparison_cells(table[table["level"].isin(["suite", "average"])], with_task=False)
+    tasks = comparison_cells(table[table["level"] == "task"], with_task=True)
     identities = [f"- {member.policy.name}: {member.policy.identity}" for member in campaign.policies_of(benchmark)]
     return "\n".join(
         [
@@ -200,10 +201,21 @@ def _adaptive_section(table: pd.DataFrame) -> list[str]:
 
 
 def plot_success_by_policy(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> bytes:
+    """The PNG of success_by_policy_figure."""
+    figure = success_by_policy_figure(campaign, benchmark, table)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def success_by_policy_figure(campaign: Campaign, benchmark: str, table: pd.DataFrame) -> Figure:
     """Success per policy (x, config order) per suite (one line each) with Wilson error bars."""
     names = [member.policy.name for member in campaign.policies_of(benchmark)]
     suites = table[table["level"] == "suite"]
-    figure, axis = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 2), 4))
+    title = f"{campaign.run} / {benchmark}: success per policy (baseline {campaign.baseline_of(benchmark)})"
+    # wide enough for the title and the policy names (about 0.1 inch per character at the default 10 pt)
+    figure, axis = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 2, 0.1 * len(title) + 1), 4))
     for suite, rows in suites.groupby("suite", sort=False):
         rows = rows.set_index("policy").reindex(names)
         y = rows["success_pct"].astype(float)
@@ -218,14 +230,11 @@ def plot_success_by_policy(campaign: Campaign, benchmark: str, table: pd.DataFra
     axis.set_xticks(range(len(names)), labels, rotation=20, ha="right")
     axis.set_ylim(-2, 102)
     axis.set_ylabel("success % (95% Wilson)")
-    axis.set_title(f"{campaign.run} / {benchmark}: success per policy (baseline {campaign.baseline_of(benchmark)})")
+    axis.set_title(title)
     axis.grid(alpha=0.3)
     axis.legend(fontsize="small")
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure
 
 
 def write_policy_comparison(campaign: Campaign, benchmark: str, paths: dict[str, str]) -> pd.DataFrame:

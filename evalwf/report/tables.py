@@ -125,13 +125,24 @@ def run_status_line(benchmark: str, tasks: pd.DataFrame) -> str:
     )
 
 
+def summary_title(run: str, benchmark: str, policy: str | None = None) -> str:
+    """'run / benchmark', or 'run / policy / benchmark' for one policy of several: each policy's summary of a
+    sweep says whose it is."""
+    return " / ".join(part for part in (run, policy, benchmark) if part)
+
+
 def format_text(
-    run: str, benchmark: str, suites: pd.DataFrame, tasks: pd.DataFrame, comparison: pd.DataFrame | None = None
+    run: str,
+    benchmark: str,
+    suites: pd.DataFrame,
+    tasks: pd.DataFrame,
+    comparison: pd.DataFrame | None = None,
+    policy: str | None = None,
 ) -> str:
     """What the gather step prints: the suite table with the average of suites, the reference comparison,
-    and the per-task table with each task's instruction."""
+    and the per-task table with each task's instruction. `policy`: the policy's name, for one of several."""
     parts = [
-        f"=== {run} / {benchmark} ===",
+        f"=== {summary_title(run, benchmark, policy)} ===",
         run_status_line(benchmark, tasks),
         "",
         fixed_width(suite_rows(suites), {"suite", "status"}),
@@ -334,8 +345,10 @@ def format_html(
     comparison: pd.DataFrame | None = None,
     source: str | None = None,
     plot_png: bytes | None = None,
+    policy: str | None = None,
 ) -> str:
-    """A self-contained HTML fragment (tables and the plot inlined): the report's landing page includes it."""
+    """A self-contained HTML fragment (tables and the plot inlined), shown under the benchmark's category of the
+    report. `policy`: the policy's name, for one of several."""
     import base64
     from html import escape
 
@@ -346,7 +359,7 @@ def format_html(
     )
     parts = [
         style,
-        f'<div class="evalwf-summary"><h2>{escape(run)}: {escape(benchmark)}</h2>',
+        f'<div class="evalwf-summary"><h2>{escape(summary_title(run, benchmark, policy))}</h2>',
         f"<p>{escape(run_status_line(benchmark, tasks))}. Success in percent with 95 % Wilson intervals.</p>",
         "<h3>Suites</h3>",
         html_table(suite_rows(suites), SUITE_HEADERS, NUMERIC_COLUMNS),

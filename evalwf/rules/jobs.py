@@ -201,6 +201,14 @@ def compare_policies(campaign: Campaign, outputs: Any) -> None:
     log(f"{benchmark}: policy comparison in {named['markdown']} and {named['suites']}, plot {named['plot']}")
 
 
+def write_landing(campaign: Campaign, output: str) -> None:
+    """The report's landing page: the campaign's headline tables and plots (comparisons first)."""
+    from evalwf.report.landing import write_landing as write
+
+    write(campaign, output)
+    log(f"landing page of the report: {output}")
+
+
 def decide_round(campaign: Campaign, benchmark: str, round_index: int, output: str) -> None:
     """After a round of an adaptive sweep: which policies continue (evalwf.report.adaptive)."""
     from evalwf.report.adaptive import decide_round as decide

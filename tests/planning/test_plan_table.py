@@ -1,5 +1,5 @@
 """The plan table: counts of the shipped configs, done vs to run from real result files, the JSON form, and the
-same plan at the top of `snakemake -n`."""
+same plan at the end of `snakemake -n`."""
 
 from __future__ import annotations
 
@@ -138,13 +138,14 @@ def test_json_form_of_a_partial_run_from_the_console_script(tmp_path):
     assert bad["corrupt"] in text and "2 result file(s) exist but do not count" in text
 
 
-def test_dry_run_prints_the_plan_first(tmp_path):
+def test_dry_run_prints_the_plan_last(tmp_path):
+    """After Snakemake's job blocks and its closing line, so that the table is what stays on the screen."""
     campaign, _ = _partial_run(tmp_path)
     config_file = write_config(tmp_path / "partial.yaml", campaign.config)
     out = run_snakemake(tmp_path, "-n", "--configfile", str(config_file)).stdout
-    plan_at, stats_at = out.index("Plan of run t"), out.index("Job stats:")
-    assert plan_at < stats_at
-    total_line = next(line for line in out[plan_at:stats_at].splitlines() if line.startswith("total"))
+    plan_at, closing_at = out.index("Plan of run t"), out.index("This was a dry-run")
+    assert closing_at < plan_at and out.rstrip().endswith("--seconds-per-step S)")
+    total_line = next(line for line in out[plan_at:].splitlines() if line.startswith("total"))
     # tasks episodes batches done to-run invalid manifests-to-build
     assert total_line.split()[1:8] == ["3", "15", "9", "5", "4", "2", "0"]
     # Snakemake only reruns the missing batches: the invalid ones exist, which is why the plan names them
@@ -158,3 +159,30 @@ def test_plan_is_not_printed_outside_a_dry_run(tmp_path):
     assert "Plan of run" not in out.stdout + out.stderr
     assert (Path(config["results_dir"]) / "t" / "campaign.yaml").exists()
     assert to_json(build_plan(Campaign(validate_config(config)).single()))["total"]["done"] == 1
+
+
+def test_results_of_a_policy_no_longer_configured_are_named_once_and_kept(tmp_path):
+    """A policy renamed in a sweep leaves its folder behind: the plan names it (once, not per policy), never
+    deletes it; the run's own folders (policies, shared manifests, comparison, logs) are not named."""
+    from conftest import standin_policy
+
+    from evalwf.plan.table import render_campaign
+
+    config = standin_config(tmp_path)
+    del config["policy"]
+    config.update(policies=[standin_policy("new-a"), standin_policy("new-b")], baseline="new-a")
+    campaign = Campaign(validate_config(config))
+    root = campaign.root
+    for kept in ("new-a/standin/batches", "standin/manifests", "comparison/standin", "logs"):
+        (root / kept).mkdir(parents=True)
+    (root / "old-a" / "standin" / "batches" / "alpha").mkdir(parents=True)
+    (root / "notes").mkdir()  # not results of any benchmark: not ours to name
+    plans = [build_plan(member) for member in campaign.policy_campaigns()]
+    text = render_campaign(campaign, plans)
+    assert text.count("not part of this campaign") == 1
+    assert f"not part of this campaign: {root / 'old-a'} (" in text and "delete it or rename it back" in text
+    assert to_json(plans[0])["stale_results"] == [str(root / "old-a")]
+    assert (root / "old-a" / "standin" / "batches" / "alpha").is_dir()
+    # the same run name with one policy: the sweep's policy folders are not its results
+    single = Campaign(validate_config(standin_config(tmp_path)))
+    assert build_plan(single.single()).stale_results == [str(root / "new-a"), str(root / "old-a")]

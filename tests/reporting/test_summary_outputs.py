@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
 import matplotlib.image
+import matplotlib.pyplot
 import pandas as pd
 import pytest
+from conftest import REPO
 from runkit import fabricate_run
 
 from evalwf.benchmark.adapter import get_adapter
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import load_config, validate_config
 from evalwf.report.aggregate import IncompleteRunError, summarize_benchmark, wilson_interval
 from evalwf.report.plots import ROW_INCHES, bar_label, panel_title, plot_task_success
 from evalwf.report.tables import format_latex, latex_escape
@@ -142,3 +147,111 @@ def test_plot_horizontal_bars_readable_with_many_tasks(tmp_path):
     alpha = tasks[tasks.suite == "alpha"]
     assert panel_title("alpha", alpha, 50.0) == "alpha: 50.0% [40.4, 59.6] (50/100), reported 50.0% (dashed line)"
     assert panel_title("beta", tasks[tasks.suite == "beta"], None) == "beta: 40.0% [27.6, 53.8] (20/50)"
+
+
+def _task_rows(count: int, suite: str = "alpha") -> pd.DataFrame:
+    """A task table of `count` tasks with long instructions, as aggregate.task_table writes it."""
+    rows = []
+    for i in range(count):
+        successes, episodes = i % 6, 5 + i % 2
+        low, high = wilson_interval(successes % (episodes + 1), episodes)
+        rows.append(
+            {
+                "benchmark": "standin",
+                "suite": suite,
+                "task": f"task_{i:02d}",
+                "instruction": f"pick up the object number {i} and put it into the basket on the left of the table",
+                "successes": successes % (episodes + 1),
+                "episodes": episodes,
+                "success_rate": (successes % (episodes + 1)) / episodes,
+                "ci95_low": low,
+                "ci95_high": high,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _drawn_texts(figure) -> list:
+    """The texts matplotlib draws: titles, axis labels, legends, annotations, and the tick labels in view."""
+    texts = [*figure.texts, *(t for t in [figure._suptitle] if t is not None)]
+    for axis in figure.axes:
+        texts += [axis.title, axis._left_title, axis._right_title, axis.xaxis.label, axis.yaxis.label, *axis.texts]
+        if axis.get_legend():
+            texts += axis.get_legend().get_texts()
+        for ticks, (low, high) in ((axis.xaxis, sorted(axis.get_xlim())), (axis.yaxis, sorted(axis.get_ylim()))):
+            texts += [t.label1 for t in ticks.get_major_ticks() if low <= t.get_loc() <= high]
+    return [t for t in texts if t.get_visible() and t.get_text()]
+
+
+def _cut_texts(figure) -> list[str]:
+    """Every drawn text of the figure that does not lie wholly inside it."""
+    renderer = figure.canvas.get_renderer()
+    box = figure.bbox
+    cut = []
+    for text in _drawn_texts(figure):
+        extent = text.get_window_extent(renderer)
+        if extent.x0 < box.x0 - 0.5 or extent.x1 > box.x1 + 0.5 or extent.y0 < box.y0 - 0.5 or extent.y1 > box.y1 + 0.5:
+            cut.append(text.get_text())
+    return cut
+
+
+@pytest.mark.parametrize("count", [2, 90])
+def test_plot_grows_with_its_tasks_and_cuts_no_label(count):
+    from evalwf.report.plots import task_success_figure
+
+    run = "pi0-libero-finetune-2026-12-01-lr3e-5-bs256-with-a-long-name"
+    title = f"{run} / step-30000-ema / standin: success rate by task (95% Wilson)"
+    figure = task_success_figure(_task_rows(count), title)
+    figure.canvas.draw()
+    assert _cut_texts(figure) == []
+    height_px = figure.get_size_inches()[1] * 100
+    assert height_px >= count * ROW_INCHES * 100, "at least ROW_INCHES per bar at 100 dpi"
+    labels = [t for t in figure.axes[0].get_yticklabels() if t.get_text()]
+    assert len(labels) == count
+    boxes = sorted((t.get_window_extent().y0, t.get_window_extent().y1) for t in labels)
+    assert all(upper[0] >= lower[1] - 0.5 for lower, upper in itertools.pairwise(boxes)), "task labels overlap"
+    matplotlib.pyplot.close(figure)
+
+
+def test_a_suite_of_many_tasks_gets_its_own_plot(tmp_path):
+    """LIBERO-like: four suites of 10 and one of 90 tasks. The 90 get a figure of their own; the benchmark's plot
+    keeps the others' bars and shows the big suite as one bar."""
+    tasks = pd.concat([_task_rows(10, f"small_{i}") for i in range(4)] + [_task_rows(90, "big_90")], ignore_index=True)
+    main, own = tmp_path / "main.png", tmp_path / "big.png"
+    plot_task_success(tasks, main, "libero-like", apart={"big_90": str(own)})
+    big, shared = matplotlib.image.imread(own), matplotlib.image.imread(main)
+    assert big.shape[0] >= 90 * ROW_INCHES * 100
+    assert shared.shape[0] < (40 + 10) * ROW_INCHES * 100 + 6 * 100, "the 90 bars are not in the shared plot"
+    config = load_config(REPO / "config" / "libero.yaml", REPO / "config" / "policies" / "standin.yaml")
+    config["benchmarks"]["libero"]["suites"] = {"libero_spatial": "all", "libero_90": "all"}
+    config.update(results_dir=str(tmp_path / "results"), manifest_cache=str(tmp_path / "cache"))
+    campaign = Campaign(validate_config(config)).single()
+    assert campaign.suites_plotted_apart("libero") == {"libero_90": "plot_libero_90"}
+    assert campaign.summary_paths("libero")["plot_libero_90"].endswith("success_by_task.libero_90.png")
+    config["benchmarks"]["libero"]["suites"] = {"libero_90": "all"}
+    assert Campaign(validate_config(config)).single().suites_plotted_apart("libero") == {}, "a suite alone keeps the plot"
+
+
+def test_success_by_policy_plot_cuts_no_label(tmp_path):
+    """Its title names the run, the benchmark and the baseline: the figure is as wide as that needs."""
+    from conftest import standin_config, standin_policy
+
+    from evalwf.report.policy_comparison import success_by_policy_figure
+
+    config = standin_config(tmp_path, run="a-sweep-of-a-long-training-run-name")
+    del config["policy"]
+    names = ["checkpoint-step-001000", "checkpoint-step-002000"]
+    config.update(policies=[standin_policy(name) for name in names], baseline=names[0])
+    campaign = Campaign(validate_config(config))
+    table = pd.DataFrame(
+        [
+            {"level": "suite", "suite": suite, "policy": name, "success_pct": 50.0}
+            | {"wilson_low_pct": 30.0, "wilson_high_pct": 70.0}
+            for suite in ("alpha", "beta")
+            for name in names
+        ]
+    )
+    figure = success_by_policy_figure(campaign, "standin", table)
+    figure.canvas.draw()
+    assert _cut_texts(figure) == []
+    matplotlib.pyplot.close(figure)

@@ -62,6 +62,8 @@ RESULTS = CAMPAIGN.config["results_dir"]
 # Where a batch's and a summary's files go: results/<run>/<benchmark>/..., or with several policies
 # (`policies`) results/<run>/<policy>/<benchmark>/... (manifests stay shared at results/<run>/<benchmark>/).
 OUT = f"{RESULTS}/{{run}}/{{policy}}" if CAMPAIGN.multi else f"{RESULTS}/{{run}}"
+# The report's landing page (rule report_landing; workflow/report/workflow.rst finds it by this file name).
+LANDING = f"{RESULTS}/{CAMPAIGN.run}/landing.html"
 
 
 wildcard_constraints:
@@ -201,6 +203,11 @@ def campaign_of(wildcards):
     return CAMPAIGN.member(wildcards.policy) if CAMPAIGN.multi else CAMPAIGN.single()
 
 
+def caption_of(key):
+    """A summary output's caption file (workflow/report/<name>.rst): one for every suite's own plot."""
+    return "plot_suite" if key.startswith("plot_") else key
+
+
 def policy_summaries(campaign):
     """Everything one policy's campaign ends in (several policies: a per-policy target, policy_<name>)."""
     return [
@@ -212,21 +219,20 @@ def policy_summaries(campaign):
 
 def all_summaries(wildcards):
     """What the campaign ends in. As an input function it runs while the DAG is built, when Snakemake knows
-    whether this is a dry run (at parse time it does not): a dry run first prints the plan (evalwf plan),
+    whether this is a dry run (at parse time it does not): a dry run ends with the plan (evalwf plan),
     one per policy of several.
     """
     if workflow.dryrun:
         from evalwf.plan.table import print_plan_once
 
-        for campaign in CAMPAIGN.policy_campaigns():
-            print_plan_once(campaign)
+        print_plan_once(CAMPAIGN)
     comparisons = [
         path
         for benchmark in CAMPAIGN.compared_benchmarks()
         for path in CAMPAIGN.comparison_paths(benchmark).values()
     ]
     return (
-        [f"{RESULTS}/{CAMPAIGN.run}/campaign.yaml"]
+        [f"{RESULTS}/{CAMPAIGN.run}/campaign.yaml", LANDING]
         + [
             path
             for campaign in CAMPAIGN.policy_campaigns()
@@ -296,3 +302,12 @@ def episodes_resource(wildcards):
 def startup_timeout_resource(wildcards):
     """Operational, so a resource (never a rerun trigger): how long a worker waits for the policy server."""
     return math.ceil(campaign_of(wildcards).policy.startup_timeout_s)
+
+
+def note_stale_results():
+    """At the end of a run (its last lines): results under the run's folder that no configured policy writes."""
+    from evalwf.plan.inventory import stale_results_note
+
+    note = stale_results_note(CAMPAIGN)
+    if note:
+        print(note, file=sys.stderr, flush=True)

@@ -29,7 +29,7 @@ for _campaign in CAMPAIGN.policy_campaigns():
                             if CAMPAIGN.multi
                             else _benchmark
                         ),
-                        caption=f"../report/{key}.rst",
+                        caption=f"../report/{caption_of(key)}.rst",
                         labels={"output": key},
                     )
                     for key, path in _outputs.items()
@@ -83,3 +83,31 @@ for _benchmark in CAMPAIGN.compared_benchmarks():
             results=CAMPAIGN.results_digest(_benchmark),
         run:
             jobs.run_logged(log[0], jobs.compare_policies, CAMPAIGN, output)
+
+
+# The report's landing page (workflow/report/workflow.rst includes it): every summary's headline and plot,
+# the comparisons across policies first.
+rule report_landing:
+    input:
+        [
+            path
+            for campaign in CAMPAIGN.policy_campaigns()
+            for path in policy_summaries(campaign)
+        ],
+        [
+            path
+            for benchmark in CAMPAIGN.compared_benchmarks()
+            for path in CAMPAIGN.comparison_paths(benchmark).values()
+        ],
+    output:
+        report(
+            LANDING,
+            category="campaign",
+            caption="../report/landing.rst",
+            labels={"output": "landing page"},
+        ),
+    log:
+        str(CAMPAIGN.root / "logs" / "report_landing.log"),
+    localrule: True
+    run:
+        jobs.run_logged(log[0], jobs.write_landing, CAMPAIGN, output[0])
