@@ -57,7 +57,6 @@ ADOPT_RUN_METADATA = "adopt_run"
 # Task progress a worker reports when a job step starts (a submitter's Ctrl-C cancels claimed tasks without it).
 JOB_STEP_PROGRESS = "job_step"
 # Rule resources the workflow declares for the executor (operational: never rerun triggers).
-STARTUP_TIMEOUT_RESOURCE = "policy_startup_timeout_s"
 EXPECTED_COST_RESOURCE = "expected_cost_s"
 EPISODES_RESOURCE = "episodes"  # episodes a batch job evaluates (progress line); 0 / absent for other jobs
 # A worker's registration metadata (its Labtasker worker observation) names, under this key, the benchmarks it refuses

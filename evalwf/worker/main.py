@@ -47,7 +47,7 @@ from evalwf.worker.gpu_worker import GpuWorker
 from evalwf.worker.job_payload import TaskRefused, validate_task
 from evalwf.worker.log import log
 from evalwf.worker.shared_server import SharedPolicyServer
-from evalwf.worker.supervisor import supervise
+from evalwf.worker.supervisor import run_one_worker_per_gpu
 from evalwf.worker.warm_step import WARM_ENV, warm_enabled
 
 __all__ = ["GpuWorker", "SharedPolicyServer", "TaskRefused", "main", "parse_args", "validate_task"]
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         if token is not None:
             os.environ["LABTASKER_TOKEN"] = token  # for the child workers only; each removes it again
         # children of an embedded server find it themselves (and so can restart it); an explicit URL is passed on
-        return supervise(options, gpus, options.url or os.environ.get("LABTASKER_URL"))
+        return run_one_worker_per_gpu(options, gpus, options.url or os.environ.get("LABTASKER_URL"))
     options.gpus = gpus[0]
     return GpuWorker(options, endpoint, allowed, keeper).run()
 

@@ -14,7 +14,7 @@ from evalwf.worker.log import log
 from evalwf.worker.processes import GuardedProcess
 
 
-def supervise(options: argparse.Namespace, gpus: list[str], url: str | None) -> int:
+def run_one_worker_per_gpu(options: argparse.Namespace, gpus: list[str], url: str | None) -> int:
     children: dict[str, GuardedProcess] = {}
     stop = threading.Event()
 
