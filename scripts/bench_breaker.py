@@ -32,7 +32,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from evalwf.queue.embedded_server import embedded_token, ensure_embedded_server, stop_embedded_server  # noqa: E402
+from evalwf.contract import CLIENT_SOCKET_ENV, CLIENT_URL_ENV  # noqa: E402
+from evalwf.queue.embedded_server import ensure_embedded_server, stop_embedded_server  # noqa: E402
 
 FULL_BATCHES = 400  # LIBERO: 4 suites x 10 tasks x 50 trials in batches of 5
 FULL_STARTUP_TIMEOUT_S = 900  # config/libero.yaml
@@ -78,11 +79,12 @@ def run_campaign(args: argparse.Namespace, kind: str, breaker: str) -> dict[str,
     with tempfile.TemporaryDirectory(prefix="bench-breaker-") as tmp:
         workdir = Path(tmp)
         config = campaign_config(workdir, args.batches, kind, args.load_s, args.startup_timeout_s)
-        url = ensure_embedded_server(workdir, log=lambda _: None)
-        env = {**os.environ, "LABTASKER_TOKEN": embedded_token(workdir / ".labtasker") or ""}
+        ensure_embedded_server(workdir, log=lambda _: None)
+        # the workers and the submitter of the directory find its embedded server (on its socket) themselves
+        env = {k: v for k, v in os.environ.items() if k not in (CLIENT_URL_ENV, CLIENT_SOCKET_ENV)}
         gpus = ",".join(str(i) for i in range(args.workers))
         worker_argv = [
-            *[sys.executable, "-m", "evalwf.worker.main", "--gpus", gpus, "--url", url, "--idle-timeout", "0"],
+            *[sys.executable, "-m", "evalwf.worker.main", "--gpus", gpus, "--idle-timeout", "0"],
             *["--poll-max", "0.5", "--allow-workflow", str(workdir), "--allow-workflow", str(REPO)],
         ]
         with open(workdir / "workers.log", "wb") as out:
@@ -92,7 +94,7 @@ def run_campaign(args: argparse.Namespace, kind: str, breaker: str) -> dict[str,
             argv = [
                 *[sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "workflow" / "Snakefile")],
                 *["--directory", str(workdir), "--configfile", str(config)],
-                *["--profile", str(REPO / "profiles" / "labtasker"), "--labtasker-url", url],
+                *["--profile", str(REPO / "profiles" / "labtasker")],
             ]
             if breaker != "default":
                 argv += ["--labtasker-policy-breaker", breaker]

@@ -43,6 +43,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from evalwf.contract import CLIENT_SOCKET_ENV, CLIENT_URL_ENV  # noqa: E402
 from evalwf.plan.cost import expected_batch_cost, span_lower_bound  # noqa: E402
 from evalwf.queue.embedded_server import ensure_embedded_server, server_status, stop_embedded_server  # noqa: E402
 
@@ -93,7 +94,7 @@ def campaign_config(workdir: Path, cache: Path, episodes: int, batch_size: int, 
 
 def embedded_env() -> dict[str, str]:
     """Workers and submitters of the workflow directory find its embedded server (on its socket) themselves."""
-    return {k: v for k, v in os.environ.items() if k not in ("LABTASKER_URL", "LABTASKER_SOCKET")}
+    return {k: v for k, v in os.environ.items() if k not in (CLIENT_URL_ENV, CLIENT_SOCKET_ENV)}
 
 
 def snakemake_argv(workdir: Path, config: Path, *extra: str) -> list[str]:

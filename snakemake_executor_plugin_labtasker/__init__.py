@@ -7,9 +7,9 @@ Each job becomes one Labtasker task whose id is derived from the job's identity 
 resubmitted or restarted campaign finds its tasks instead of duplicating them (submission.py). One list
 query per polling round reports every active job (status_query.py); Ctrl-C cancels the campaign's queued
 tasks (cancellation.py), also through `| tee`, with closed descriptors and on SIGHUP (terminal.py). Without a
-configured URL an embedded Labtasker server is started on loopback
-(evalwf.contract/embedded_server.py). The labtasker client is imported lazily: this module must import even
-where labtasker is broken or absent, or every snakemake call in the environment would fail.
+configured URL an embedded Labtasker server is started on an owner-only Unix socket (evalwf/queue/resolver.py).
+The labtasker client is imported lazily: this module must import even where labtasker is broken or absent, or every
+snakemake call in the environment would fail.
 """
 
 import contextlib
@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlparse
 
 import psutil
 from snakemake_interface_common.exceptions import WorkflowError
@@ -32,13 +31,14 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import CommonSettings, ExecutorSettingsBase
 
-from evalwf.contract import DEFAULT_QUEUE, DEFAULT_ROUTE, campaign_key
+from evalwf.contract import CLIENT_TOKEN_ENV, CLIENT_URL_ENV, DEFAULT_QUEUE, DEFAULT_ROUTE, campaign_key
 from evalwf.contract.affinity import task_routes
 from evalwf.contract.allowed_files import code_file_refusal, written_by_tools
-from evalwf.contract.loopback import LOOPBACK_HOSTS, with_loopback_no_proxy
+from evalwf.contract.loopback import with_loopback_no_proxy
 from evalwf.queue.breaker import DEFAULT_MAX_FAILURES
-from evalwf.queue.embedded_server import EmbeddedServerError, EmbeddedServerKeeper, ensure_embedded_server
+from evalwf.queue.embedded_server import EmbeddedServerKeeper
 from evalwf.queue.endpoint import QueueEndpoint
+from evalwf.queue.resolver import QueueUnavailable, ResolvedQueue, resolve_queue
 from evalwf.queue.tls import connection_problem
 from snakemake_executor_plugin_labtasker.policy_breaker import PolicyStops, queued_of, stop_message, stop_queued_tasks
 from snakemake_executor_plugin_labtasker.progress import CampaignProgress, episodes_of
@@ -76,9 +76,9 @@ class ExecutorSettings(ExecutorSettingsBase):
     url: str | None = field(
         default=None,
         metadata={
-            "help": "Labtasker server URL (http://host:port). Default: $LABTASKER_URL, else an embedded server on "
-            "a Unix socket started for this workflow directory (workers on this machine find it; only you can "
-            "connect). The token of a URL is read from $LABTASKER_TOKEN only.",
+            "help": f"Labtasker server URL (http://host:port). Default: ${CLIENT_URL_ENV}, else an embedded server "
+            "on a Unix socket started for this workflow directory (workers on this machine find it; only you can "
+            f"connect). The token of a URL is read from ${CLIENT_TOKEN_ENV} only.",
             "env_var": True,
             "required": False,
             "type": str,
@@ -209,6 +209,17 @@ def registered_workers(client: Any, route: str) -> int:
     return int(client.count_workers(filter=f"route == {json.dumps(route)}"))
 
 
+def submitter_queue(settings: ExecutorSettings, workdir: str, logger: Any) -> ResolvedQueue:
+    """The queue this submission uses: --labtasker-url, else what every client finds (evalwf.queue.resolver),
+    the embedded server of the workflow directory started when it is not running."""
+    try:
+        return resolve_queue(
+            workdir, url=settings.url, server_root=settings.server_root, log=logger.info, keeper_log=logger.warning
+        )
+    except QueueUnavailable as error:
+        raise WorkflowError(f"labtasker executor: {error}") from None
+
+
 class Executor(RemoteExecutor):
     interrupted_by = "Ctrl-C"  # what stopped this submitter, named by the cancellation's summary line
 
@@ -243,26 +254,12 @@ class Executor(RemoteExecutor):
         # when this Snakemake process started (before it built the DAG): tasks that succeed after it are adopted
         self.started_at = datetime.fromtimestamp(psutil.Process().create_time(), tz=UTC)
         with_loopback_no_proxy(os.environ)  # before any httpx client exists
-        url = settings.url or os.environ.get("LABTASKER_URL") or None
-        self.keeper: EmbeddedServerKeeper | None = None
-        # a URL's token: None, the client reads $LABTASKER_TOKEN itself; the embedded server's socket needs none
-        self.endpoint: QueueEndpoint | None = QueueEndpoint(url=url) if url else None
-        if not url and os.environ.get("LABTASKER_SOCKET"):
-            self.endpoint = QueueEndpoint(socket=os.environ["LABTASKER_SOCKET"])
-        elif not url:
-            try:
-                self.endpoint = ensure_embedded_server(self.workdir, root=settings.server_root, log=self.logger.info)
-            except EmbeddedServerError as error:
-                raise WorkflowError(f"labtasker executor: {error}") from None
-            self.keeper = EmbeddedServerKeeper(
-                self.workdir, self.endpoint, root=settings.server_root, log=self.logger.warning
-            )
-        host = urlparse(url).hostname if url else None
-        if host and host not in LOOPBACK_HOSTS and not os.environ.get("LABTASKER_TOKEN"):
-            self.logger.warning(
-                f"[labtasker] {url} is not on loopback and LABTASKER_TOKEN is not set: the server will refuse "
-                "requests if it requires a token (it should)."
-            )
+        resolved = submitter_queue(settings, self.workdir, self.logger)
+        assert resolved.endpoint is not None  # a submitter starts the embedded server when it is not running
+        self.endpoint: QueueEndpoint = resolved.endpoint
+        self.keeper: EmbeddedServerKeeper | None = resolved.keeper
+        if resolved.warning:
+            self.logger.warning(f"[labtasker] {resolved.warning}.")
         self._client: Any = None
         self._status: dict[str, str] = {}
         self._missing_rounds: dict[str, int] = {}
@@ -301,7 +298,7 @@ class Executor(RemoteExecutor):
         command = f"{_console_script('evalwf')} task {task_id}"
         if self.queue != DEFAULT_QUEUE:
             command += f" --queue {self.queue}"
-        if self.settings.url and not os.environ.get("LABTASKER_URL"):
+        if self.settings.url and not os.environ.get(CLIENT_URL_ENV):
             command += f" --url {self.settings.url}"
         if os.path.realpath(os.environ.get("PWD") or self.workdir) != self.workdir:  # snakemake --directory
             command += f" --workdir {self.workdir}"
@@ -323,7 +320,6 @@ class Executor(RemoteExecutor):
     @property
     def client(self) -> Any:
         if self._client is None:
-            assert self.endpoint is not None
             self._client = self.endpoint.client(self.queue)
         return self._client
 

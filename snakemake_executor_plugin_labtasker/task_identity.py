@@ -25,12 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalwf.contract import (
-    PAYLOAD_KIND,
-    PAYLOAD_VERSION,
-    STARTUP_TIMEOUT_RESOURCE,
-    campaign_key,
-)
+from evalwf.contract import PAYLOAD_KIND, PAYLOAD_VERSION, campaign_key
 
 # Options of Snakemake's job step command that change what the job computes and cannot be carried as files.
 UNCARRIED_OPTIONS = ("--config", "-C", "--set-resources", "--set-threads", "--set-scatter", "--set-resource-scopes")
@@ -49,19 +44,10 @@ def _canonical(value: Any) -> str:
 
 
 def _policy_of(job: Any) -> dict[str, Any] | None:
-    """The rule's `policy` param (what defines the policy's answers) plus the operational startup timeout, which
-    travels as a resource so that changing it never reruns a batch."""
-    params = getattr(job, "params", None)
-    policy = getattr(params, "policy", None) if params is not None else None
-    if policy is None and isinstance(params, dict):
-        policy = params.get("policy")
-    if not isinstance(policy, dict):
-        return None
-    policy = dict(policy)
-    timeout = _int_resource(getattr(job, "resources", None), STARTUP_TIMEOUT_RESOURCE)
-    if timeout > 0:
-        policy["startup_timeout_s"] = timeout
-    return policy
+    """The rule's `policy` param: what defines the policy's answers (the worker takes the policy itself, its
+    operational settings included, from the campaign's config files)."""
+    policy = _param(job, "policy")
+    return dict(policy) if isinstance(policy, dict) else None
 
 
 def _param(job: Any, name: str) -> Any:
@@ -80,8 +66,7 @@ def _policy_identity(job: Any, policy: dict[str, Any] | None) -> str | None:
     named = _param(job, "policy_identity")
     if isinstance(named, str) and named:
         return named
-    defining = {k: v for k, v in policy.items() if k != "startup_timeout_s"}  # operational, from a resource
-    return "policy@" + hashlib.sha256(_canonical(defining).encode()).hexdigest()[:16]
+    return "policy@" + hashlib.sha256(_canonical(policy).encode()).hexdigest()[:16]
 
 
 def _single_jobs(job: Any) -> list[Any]:

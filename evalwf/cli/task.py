@@ -2,8 +2,8 @@
 
 Its state, attempts, the cause of its last error and where its logs are: the failed run's full log, each run's log
 on this machine (<workflow>/.snakemake/labtasker/tasks/<id>/), the job's Snakemake log. It finds the queue as
-`evalwf status` does: --url / $LABTASKER_URL with $LABTASKER_TOKEN, else the embedded server of the workflow
-directory and the token in its owner-only file, so the command works as printed.
+`evalwf status` does (evalwf/queue/resolver.py): --url / $LABTASKER_URL with $LABTASKER_TOKEN, else the embedded
+server of the workflow directory on its owner-only socket, so the command works as printed.
 
 Exit status: 0 the task was found, 1 it was not (or there is no queue), 2 the queue could not be reached.
 """
@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalwf.contract import QUEUE_ENV, default_queue
+from evalwf.contract import CLIENT_URL_ENV, QUEUE_ENV, default_queue
 from evalwf.contract.failure import excerpt
-from evalwf.report.status import queue_client
+from evalwf.queue.resolver import QueueUnavailable
+from evalwf.report.run_state import queue_client
 
 
 def describe(task: Any, workdir: Path) -> str:
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("task_id", help="the task's id (t_...)")
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="the workflow's working directory")
-    parser.add_argument("--url", default=os.environ.get("LABTASKER_URL"), help="Labtasker URL (default: embedded)")
+    parser.add_argument("--url", default=os.environ.get(CLIENT_URL_ENV), help="Labtasker URL (default: embedded)")
     parser.add_argument(
         "--queue", default=default_queue(), help=f"Labtasker queue (default: ${QUEUE_ENV}, else evalwf)"
     )
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with queue_client(workdir, args.url, args.queue) as client, contextlib.redirect_stderr(io.StringIO()):
             if client is None:
-                print(f"no Labtasker queue for {workdir}: no --url / $LABTASKER_URL and no embedded server there")
+                print(f"no Labtasker queue for {workdir}: no --url / ${CLIENT_URL_ENV} and no embedded server there")
                 return 1
             task = client.get_task(args.task_id)
     except APIError as error:
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"the queue refused: {error.code}: {error.message}", file=sys.stderr)
         return 2
-    except LabtaskerError as error:
+    except (LabtaskerError, QueueUnavailable) as error:
         print(f"Labtasker queue not reachable: {error}", file=sys.stderr)
         return 2
     except ValueError as error:  # the client's own check of the id

@@ -51,13 +51,17 @@ DEFAULT_QUEUE = "evalwf"
 DEFAULT_ROUTE = "default"
 # One variable names the queue for the submitter (Snakemake's setting variable), the workers and `status`.
 QUEUE_ENV = "SNAKEMAKE_LABTASKER_QUEUE"
+# Labtasker's own client variables, read by every client here alike (evalwf.queue.resolver): a shared server's URL
+# and its token (never written to a log, never inherited by what a worker starts), or a server's Unix socket.
+CLIENT_URL_ENV = "LABTASKER_URL"
+CLIENT_TOKEN_ENV = "LABTASKER_TOKEN"
+CLIENT_SOCKET_ENV = "LABTASKER_SOCKET"
 # Task metadata naming the run of a task whose lease expired with its outputs written (its report was lost): the
 # submitter requeues such a task with it, and a worker adopts that run's result instead of evaluating it again.
 ADOPT_RUN_METADATA = "adopt_run"
 # Task progress a worker reports when a job step starts (a submitter's Ctrl-C cancels claimed tasks without it).
 JOB_STEP_PROGRESS = "job_step"
 # Rule resources the workflow declares for the executor (operational: never rerun triggers).
-STARTUP_TIMEOUT_RESOURCE = "policy_startup_timeout_s"
 EXPECTED_COST_RESOURCE = "expected_cost_s"
 EPISODES_RESOURCE = "episodes"  # episodes a batch job evaluates (progress line); 0 / absent for other jobs
 # A worker's registration metadata (its Labtasker worker observation) names, under this key, the benchmarks it refuses

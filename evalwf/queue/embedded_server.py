@@ -18,8 +18,8 @@ GPFS, ...), the root moves to a local per-user directory and a message says so; 
 be found, we refuse and ask for a URL.
 
 A running server is never killed on a guess: it is kept while `labtasker-server status` says its root is held
-(even when it does not answer for a while, or its record file is gone); only a server of an older version that
-listens on TCP is restarted, once, on the socket.
+(even when it does not answer for a while, or its record file is gone); one that holds the root elsewhere than on
+its socket (TCP, another socket) is refused with the command that stops it.
 
 Nothing here imports labtasker: the server is driven through its CLI (`python -m labtasker_server`).
 """
@@ -291,37 +291,6 @@ def not_answering(server_root: str | os.PathLike[str]) -> str:
     return f"the embedded server of {server_root} does not answer on {path} (stopped or hung?)"
 
 
-def _tcp_listener_uid(port: int) -> int | None:
-    """The uid of whoever listens on TCP `port` (/proc/net/tcp and tcp6, state 0A), found without connecting."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            if len(fields) > 7 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                return int(fields[7])
-    return None
-
-
-def _report_tcp_record(server_root: Path, log: Callable[[str], None]) -> None:
-    """A record naming a TCP address (written by an older version, whose server listened on loopback): say what it
-    names, who holds that port now, and that nothing is sent there any more."""
-    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-        record = json.loads((server_root / RECORD_FILENAME).read_text())
-        if record.get("url") and not record.get("socket"):
-            uid = _tcp_listener_uid(int(record.get("port") or str(record["url"]).rsplit(":", 1)[1]))
-            holder = "nobody listens there now" if uid is None else f"uid {uid} listens there now"
-            if uid is not None and uid != os.getuid():
-                holder += " (another user)"
-            log(
-                f"[labtasker] {server_root / RECORD_FILENAME} names {record['url']} (a TCP port, recorded by an older "
-                f"version; {holder}): not used, nothing is sent there; the embedded server listens on a Unix socket "
-                "that only you can reach"
-            )
-
-
 def _write_record(server_root: Path, path: Path) -> None:
     record = {"socket": str(path), "labtasker_root": str(server_root)}
     with contextlib.suppress(OSError, ValueError):
@@ -331,34 +300,19 @@ def _write_record(server_root: Path, path: Path) -> None:
         atomic_write_text(server_root / RECORD_FILENAME, json.dumps(record, indent=2) + "\n")
 
 
-def _keep_running(
-    status: dict[str, object], root: Path, path: Path, env: dict[str, str], log: Callable[[str], None]
-) -> bool:
+def _keep_running(status: dict[str, object], root: Path, path: Path, log: Callable[[str], None]) -> bool:
     """Whether a server holds `root` and is kept (True), or none does and one is to be started (False).
 
     Decided on what `labtasker-server status` prints (state, connection, socket, port, pid): a server that holds
-    the root is never killed because it is slow to answer or its record is gone; only an older version's server on
-    TCP, which answers, is stopped (gracefully) to come back on the socket."""
+    the root is never killed because it is slow to answer or its record is gone."""
     state, connection = status.get("state"), status.get("connection")
     if state == "stopped":
         return False
-    if connection == "http":
-        where = f"TCP port {status.get('port')} (pid {status.get('pid')})"
-        if state != "running":
-            raise EmbeddedServerError(
-                f"an older version's embedded server for {root} holds it on {where} and does not answer; stop it "
-                f"with `labtasker-server stop --labtasker-root {root}`"
-            )
-        log(
-            f"[labtasker] the embedded server for {root} listens on {where}, started by an older version: any local "
-            "user could take that port once it stops; restarting it on a Unix socket only you can reach"
-        )
-        _server_cli("stop", "--labtasker-root", str(root), "--force", env=env, timeout_s=60.0)
-        return False
-    if connection == "socket" and status.get("socket") != str(path):
+    if connection == "http" or (connection == "socket" and status.get("socket") != str(path)):
+        where = f"TCP port {status.get('port')}" if connection == "http" else status.get("socket")
         raise EmbeddedServerError(
-            f"a Labtasker server for {root} listens on {status.get('socket')}, not on {path}; stop it with "
-            f"`labtasker-server stop --labtasker-root {root}`"
+            f"a Labtasker server for {root} (pid {status.get('pid')}) listens on {where}, not on {path}; stop it "
+            f"with `labtasker-server stop --labtasker-root {root}`"
         )
     if state != "running":  # hung, busy or starting, or its process is not visible here (a PID namespace)
         log(
@@ -390,9 +344,8 @@ def ensure_embedded_server(
     env = dict(with_loopback_no_proxy(dict(os.environ)))
     env.pop(SERVER_TOKEN_ENV, None)
     with _root_lock(server_root):
-        _report_tcp_record(server_root, log)
         if answering_endpoint(server_root) is None and not _keep_running(
-            server_status(server_root, env), server_root, path, env, log
+            server_status(server_root, env), server_root, path, log
         ):
             problem = socket_problem(path)
             if problem is not None and os.path.lexists(path):

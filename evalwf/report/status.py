@@ -4,7 +4,8 @@ Done batches and successes come from the result files (validated as for the summ
 failed batches come from the Labtasker queue (the embedded server of the workflow directory, or --url /
 $LABTASKER_URL), with the failure reason and the batch's log; workers come from their status.json files
 (<workflow>/.snakemake/labtasker/workers/*/status.json). Works while the campaign runs and after; numbers of an
-unfinished run are labelled partial.
+unfinished run are labelled partial. What the state is comes from evalwf/report/run_state.py; this module lays
+it out (tables, the workers table, the text).
 
 Exit status (for scripts): 0 every batch done and valid; 1 incomplete (batches pending, running or not
 submitted); 2 some batch failed, was cancelled or has an invalid result file. --watch N refreshes every N
@@ -14,196 +15,31 @@ seconds and ends as soon as nothing is pending or running (complete, or only fai
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
 import math
 import os
-import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
-from evalwf.common.errors import ResultValidationError
-from evalwf.contract.failure import excerpt
-from evalwf.plan.campaign import Campaign, PolicyCampaign
-from evalwf.plan.config import validate_config
-from evalwf.plan.manifest import load_manifest
-from evalwf.plan.results import validate_batch_result
+from evalwf.contract import CLIENT_URL_ENV, QUEUE_ENV, default_queue
+from evalwf.plan.campaign import Campaign
 from evalwf.queue.tls import connection_problem
 from evalwf.report.aggregate import wilson_interval
-
-FAILED_STATES = ("failed", "cancelled", "invalid")
-EXIT_COMPLETE, EXIT_INCOMPLETE, EXIT_FAILED = 0, 1, 2
-
-
-class QueueTask(dict):
-    """What status needs of a Labtasker task: its state and, when it failed, why."""
-
-    @property
-    def state(self) -> str:
-        return self["state"]
-
-
-def load_run(run_dir: Path, workdir: Path) -> Campaign:
-    snapshot_path = run_dir / "campaign.yaml"
-    if not snapshot_path.exists():
-        raise SystemExit(f"{snapshot_path} not found: is {run_dir} a run directory (results/<run>) of a started run?")
-    snapshot = yaml.safe_load(snapshot_path.read_text())
-    snapshot.pop("policy_identity", None)
-    snapshot.pop("policy_identities", None)  # a run of several policies
-    snapshot.pop("benchmark_policies", None)
-    config = validate_config(snapshot)
-    if not Path(config["results_dir"]).is_absolute():
-        config["results_dir"] = str(workdir / config["results_dir"])
-    campaign = Campaign(config)
-    for benchmark in campaign.benchmarks:  # without it, its manifest names here would be none of the run's
-        reason = campaign.environment_unavailable(benchmark)
-        if reason:
-            raise SystemExit(f"status of {run_dir}: {benchmark}'s environment cannot be read here ({reason})")
-    return campaign
-
-
-@contextlib.contextmanager
-def queue_client(workdir: Path, url: str | None, queue: str) -> Iterator[Any]:
-    """A Labtasker client of the queue: `url` (the client reads $LABTASKER_TOKEN), else the embedded server of
-    `workdir` on its socket (checked to be ours before connecting); None when there is no queue (never started).
-    The client announces its connection on stderr: it is kept quiet here (errors still raise)."""
-    from evalwf.contract.loopback import with_loopback_no_proxy
-    from evalwf.queue.embedded_server import RECORD_FILENAME, answering_endpoint, embedded_root, not_answering
-    from evalwf.queue.endpoint import QueueEndpoint
-
-    with_loopback_no_proxy(os.environ)
-    if url:
-        endpoint = QueueEndpoint(url=url)
-    else:
-        server_root = embedded_root(workdir, log=lambda _: None)
-        endpoint = answering_endpoint(server_root)
-        if endpoint is None:
-            if not (server_root / RECORD_FILENAME).exists():
-                yield None  # never started: no queue
-                return
-            raise RuntimeError(not_answering(server_root))
-    with contextlib.redirect_stderr(io.StringIO()):
-        client = endpoint.client(queue)
-    try:
-        yield client
-    finally:
-        with contextlib.suppress(Exception):
-            client.close()
-
-
-def queue_states(campaign_dir: Path, url: str | None, queue: str) -> dict[str, QueueTask] | None:
-    """Absolute output path -> {state, task_id, error, error_log} of its newest Labtasker task; None if there is
-    no queue."""
-    from evalwf.contract import campaign_key
-
-    with queue_client(campaign_dir, url, queue) as client, contextlib.redirect_stderr(io.StringIO()):
-        if client is None:
-            return None
-        latest: dict[str, Any] = {}  # a changed policy gives a batch a new task: the newest one counts
-        cursor = None
-        query = f"metadata.campaign == {json.dumps(campaign_key(str(campaign_dir)))}"
-        while True:
-            page = client.list_tasks(filter=query, limit=1000, cursor=cursor)
-            for task in page.items:
-                for output in (task.args or {}).get("outputs", []):
-                    key = os.path.normpath(output)
-                    if key not in latest or task.updated_at > latest[key].updated_at:
-                        latest[key] = task
-            cursor = page.next_cursor
-            if not cursor or not page.items:
-                break
-    return {key: QueueTask(state=task.status, task_id=task.id, **_error_of(task)) for key, task in latest.items()}
-
-
-def _error_of(task: Any) -> dict[str, str | None]:
-    """The task's error as status shows it (_error_text) and the full log its error names, if any."""
-    error = _last_error(task)
-    return {"error": _error_text(task), "error_log": excerpt(*error).log if error else None}
-
-
-def _error_text(task: Any) -> str:
-    """The cause of a task's last error (`Type: text`, what failed the job itself), or why its policy's circuit
-    breaker cancelled it."""
-    error = _last_error(task)
-    if error is None:
-        result = getattr(task, "result", None)  # a queued task its policy's circuit breaker cancelled says why
-        return str(result.get("reason", "")) if isinstance(result, dict) and result.get("stopped_by") else ""
-    return excerpt(*error).cause
-
-
-def _last_error(task: Any) -> tuple[str, str] | None:
-    error = getattr(task, "last_error", None)
-    if not error:
-        return None
-    if isinstance(error, dict):
-        return str(error.get("type") or ""), str(error.get("message") or "")
-    return str(getattr(error, "type", "") or ""), str(getattr(error, "message", "") or "")
-
-
-def batch_log_path(campaign: PolicyCampaign, batch: Any) -> Path:
-    """The Snakemake log of a batch job (the pattern of workflow/rules/evaluate.smk)."""
-    logs = campaign.benchmark_dir(batch.ref.benchmark) / "logs" / "batches"
-    return logs / batch.ref.suite / batch.ref.task / f"{batch.episodes.label}.log"
-
-
-def batch_rows(
-    campaign: Campaign, states: dict[str, QueueTask] | None, workdir: Path | None = None
-) -> list[dict[str, Any]]:
-    """One row per planned batch: done (valid result file), invalid, or its queue state; failed and invalid
-    rows carry the reason and where to read more. Several policies: each policy's batches, as <policy>/<benchmark>."""
-    if not campaign.multi:
-        return _policy_batch_rows(campaign.single(), states, workdir)
-    rows = []
-    for name, member in campaign.members.items():
-        rows += [{**r, "benchmark": f"{name}/{r['benchmark']}"} for r in _policy_batch_rows(member, states, workdir)]
-    return rows
-
-
-def _policy_batch_rows(
-    campaign: PolicyCampaign, states: dict[str, QueueTask] | None, workdir: Path | None
-) -> list[dict[str, Any]]:
-    rows = []
-    for plan in campaign.tasks:
-        manifest = None
-        for batch in plan.batches:
-            row = {
-                "benchmark": plan.ref.benchmark,
-                "suite": plan.ref.suite,
-                "task": plan.ref.task,
-                "batch": batch.episodes.label,
-                "episodes": batch.episodes.count,
-                "successes": 0,
-                "state": "not submitted",
-            }
-            if Path(batch.path).exists():
-                try:
-                    manifest = manifest or load_manifest(plan.manifest_path, plan.manifest_hash)
-                    result = validate_batch_result(batch.path, campaign.expectation(batch, manifest))
-                    row.update(state="done", successes=result["success_count"])
-                except (ResultValidationError, ValueError) as error:
-                    row.update(state="invalid", error=str(error), log=str(batch.path))
-            elif states is not None:
-                task = states.get(os.path.normpath(os.path.abspath(batch.path)))
-                if task is not None:
-                    row["state"] = task.state
-                    if task.state in FAILED_STATES:
-                        logs = [str(batch_log_path(campaign, batch))]
-                        if task.get("error_log"):  # the failed run's own log, which the error names
-                            logs.insert(0, str(task["error_log"]))
-                        elif workdir is not None:
-                            logs.append(str(workdir / ".snakemake" / "labtasker" / "tasks" / task["task_id"]) + "/")
-                        row.update(error=task["error"] or task.state, log=" ".join(logs))
-            rows.append(row)
-    return rows
+from evalwf.report.run_state import (
+    FAILED_STATES,
+    WorkerState,
+    batch_rows,
+    exit_code,
+    load_run,
+    queue_states,
+    read_workers,
+    settled,
+)
 
 
 def status_table(rows: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
@@ -265,26 +101,12 @@ def with_average_rows(suites: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[list(suites.columns)].drop(columns="_rate")
 
 
-def read_workers(workdir: Path, *, history: bool = False) -> list[dict[str, Any]]:
-    """Workers of this workflow directory from the status.json each writes after every change: those that may
-    still run (alive here, or on another host), and with `history` also the stopped and dead ones (every worker
-    ever started here leaves its status.json behind)."""
+def worker_rows(workers: list[WorkerState]) -> list[dict[str, Any]]:
+    """The workers table: one row per worker, what it does and its policy server in words."""
     rows = []
-    here = socket.gethostname()
-    for path in sorted((workdir / ".snakemake" / "labtasker" / "workers").glob("*/status.json")):
-        try:
-            status = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue  # being replaced right now (written atomically, so only a race on a slow filesystem)
+    for worker in workers:
+        status, alive = worker.status, worker.alive
         running = status.get("running") or {}
-        if status.get("state") == "stopped":
-            alive = "stopped"
-        elif status.get("host") == here and status.get("pid"):
-            alive = "yes" if _pid_alive(int(status["pid"])) else "dead"
-        else:
-            alive = f"? (host {status.get('host')})"
-        if not history and alive in ("stopped", "dead"):
-            continue
         policy = policy_state(status)
         if running and (policy.startswith("loading") or (policy == "dead" and alive == "yes")):
             activity = "loading policy"
@@ -294,13 +116,13 @@ def read_workers(workdir: Path, *, history: bool = False) -> list[dict[str, Any]
             activity = "idle"
         rows.append(
             {
-                "worker": status.get("worker_id", path.parent.name),
+                "worker": worker.worker,
                 "alive": alive,
                 "gpu": str(status.get("gpu", "")),
                 "activity": activity if alive in ("yes",) or alive.startswith("?") else "-",
                 "policy server": policy if alive in ("yes",) or alive.startswith("?") else "-",
                 "current batch": ", ".join(str(v or k) for k, v in running.items()) or "-",
-                "done": (status.get("tasks") or {}).get("succeeded", (status.get("tasks") or {}).get("done", "")),
+                "done": (status.get("tasks") or {}).get("succeeded", ""),
                 "updated": _age(status.get("updated_at")),
             }
         )
@@ -311,8 +133,6 @@ def policy_state(status: dict[str, Any]) -> str:
     """The worker's policy server in words: "loading since 12:03:04 (5min ago)", "ready (load #2)", "dead",
     "external" (policy.url: nothing of the worker's own) or "-"."""
     state = status.get("policy_server_state")
-    if state is None:  # status.json of an older worker
-        state = "ready" if status.get("policy_server_alive") else "dead"
     if state == "loading":
         since = status.get("policy_server_loading_since")
         try:
@@ -326,33 +146,12 @@ def policy_state(status: dict[str, Any]) -> str:
     return state if state in ("dead", "external") else "-"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _age(stamp: str | None) -> str:
     try:
         seconds = (datetime.now(UTC) - datetime.fromisoformat(str(stamp))).total_seconds()
     except (TypeError, ValueError):
         return "?"
     return f"{seconds:.0f}s ago" if seconds < 120 else f"{seconds / 60:.0f}min ago"
-
-
-def exit_code(rows: list[dict[str, Any]]) -> int:
-    if any(r["state"] in FAILED_STATES for r in rows):
-        return EXIT_FAILED
-    return EXIT_COMPLETE if all(r["state"] == "done" for r in rows) else EXIT_INCOMPLETE
-
-
-def settled(rows: list[dict[str, Any]]) -> bool:
-    """Nothing is pending or running: watching longer shows nothing new."""
-    return not any(r["state"] in ("pending", "running") for r in rows)
 
 
 def render(
@@ -388,8 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path, help="results/<run>")
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="the workflow's working directory")
-    parser.add_argument("--url", default=os.environ.get("LABTASKER_URL"), help="Labtasker URL (default: embedded)")
-    parser.add_argument("--queue", default=os.environ.get("SNAKEMAKE_LABTASKER_QUEUE", "evalwf"))
+    parser.add_argument("--url", default=os.environ.get(CLIENT_URL_ENV), help="Labtasker URL (default: embedded)")
+    parser.add_argument(
+        "--queue", default=default_queue(), help=f"Labtasker queue (default: ${QUEUE_ENV}, else evalwf)"
+    )
     parser.add_argument(
         "--watch", type=float, default=0, help="refresh every N seconds until nothing is pending or running"
     )
@@ -409,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
                 said.add(reason)
             states = None
         rows = batch_rows(campaign, states, workdir)
-        text, suites, tasks = render(campaign, rows, states is not None, read_workers(workdir, history=args.all))
+        text, suites, tasks = render(
+            campaign, rows, states is not None, worker_rows(read_workers(workdir, history=args.all))
+        )
         if args.watch and sys.stdout.isatty():
             print("\033[2J\033[H", end="")
         print(text, flush=True)

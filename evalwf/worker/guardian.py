@@ -34,7 +34,8 @@ class Child(Protocol):
     def wait(self) -> int: ...
 
 
-def _become_subreaper() -> None:
+def become_subreaper() -> None:
+    """Orphaned descendants are re-parented to this process (Linux), which kills and reaps them."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -96,10 +97,10 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m evalwf.worker.guardian [--grace S] -- CMD ...", file=sys.stderr)
         return 2
-    _become_subreaper()
+    become_subreaper()
     stop = stop_on_signals()
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
-    return supervise(child, grace_s, stop)
+    return guard_child(child, grace_s, stop)
 
 
 def stop_on_signals() -> threading.Event:
@@ -110,7 +111,7 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-def supervise(child: Child, grace_s: float, stop: threading.Event) -> int:
+def guard_child(child: Child, grace_s: float, stop: threading.Event) -> int:
     """Wait for the command (its own process group, led by child.pid) while watching the lifeline on fd 0; on
     EOF or a stop signal kill the group and every descendant; reap. The command's exit status."""
 

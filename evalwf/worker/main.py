@@ -37,20 +37,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from urllib.parse import urlparse
 
-from evalwf.contract import DEFAULT_ROUTE, QUEUE_ENV, default_queue
-from evalwf.queue.embedded_server import EmbeddedServerKeeper
-from evalwf.queue.endpoint import QueueEndpoint
-from evalwf.queue.tls import ca_bundle_problem
+from evalwf.contract import CLIENT_TOKEN_ENV, CLIENT_URL_ENV, DEFAULT_ROUTE, QUEUE_ENV, default_queue
+from evalwf.contract.loopback import with_loopback_no_proxy
+from evalwf.queue.resolver import QueueUnavailable, ResolvedQueue, resolve_queue
 from evalwf.worker.gpu_worker import GpuWorker
-from evalwf.worker.job_payload import TaskRefused, validate_task
 from evalwf.worker.log import log
-from evalwf.worker.shared_server import SharedPolicyServer
-from evalwf.worker.supervisor import supervise
+from evalwf.worker.supervisor import run_one_worker_per_gpu
 from evalwf.worker.warm_step import WARM_ENV, warm_enabled
-
-__all__ = ["GpuWorker", "SharedPolicyServer", "TaskRefused", "main", "parse_args", "validate_task"]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -84,7 +78,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "node_gate.py); without it each campaign's benchmark is checked at its first task. A benchmark whose checks "
         "fail is refused: its tasks go back to the queue uncharged",
     )
-    parser.add_argument("--url", default=None, help="Labtasker server URL (default: $LABTASKER_URL, else embedded)")
+    parser.add_argument("--url", default=None, help=f"Labtasker server URL (default: ${CLIENT_URL_ENV}, else embedded)")
     parser.add_argument("--server-root", default=None, help="root of the embedded Labtasker server (see the plugin)")
     parser.add_argument(
         "--log-dir", default=None, help="logs and status.json (default: <workflow>/.snakemake/labtasker/workers/<id>)"
@@ -102,49 +96,40 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def worker_queue(options: argparse.Namespace) -> ResolvedQueue:
+    """The queue this worker claims from: --url, else what every client finds (evalwf.queue.resolver), the embedded
+    server of the first allowed workflow directory started when it is not running."""
+    return resolve_queue(options.allow_workflow[0], url=options.url, server_root=options.server_root, log=log)
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(sys.argv[1:] if argv is None else argv)
-    from evalwf.queue.embedded_server import EmbeddedServerError, ensure_embedded_server, with_loopback_no_proxy
-
     with_loopback_no_proxy(os.environ)
-    bundle = ca_bundle_problem()  # Labtasker's client loads it when it is created: say what is wrong, not ENOENT
-    if bundle is not None:
-        log(bundle)
-        return 2
     allowed = [os.path.realpath(d) for d in (options.allow_workflow or [os.getcwd()])]
     options.allow_workflow = allowed
     if options.allow_config:
         options.allow_config = [os.path.realpath(d) for d in options.allow_config]
     if options.configfile:
         options.configfile = [os.path.realpath(path) for path in options.configfile]
-    token = os.environ.pop("LABTASKER_TOKEN", None)  # never inherited by job steps or policy servers
-    url = options.url or os.environ.get("LABTASKER_URL") or None
-    keeper = None
-    if url:
-        endpoint = QueueEndpoint(url=url, token=token)
-    elif os.environ.get("LABTASKER_SOCKET"):
-        endpoint = QueueEndpoint(socket=os.environ["LABTASKER_SOCKET"])
-    else:
-        try:
-            endpoint = ensure_embedded_server(allowed[0], root=options.server_root, log=log)
-        except EmbeddedServerError as error:
-            log(str(error))
-            return 2
-        keeper = EmbeddedServerKeeper(allowed[0], endpoint, root=options.server_root, log=log)
-    host = urlparse(url).hostname if url else None
-    if host and host not in ("127.0.0.1", "localhost", "::1") and token is None:
-        log(f"warning: {url} is not on loopback and LABTASKER_TOKEN is not set; a shared server should require one")
+    try:
+        queue = worker_queue(options)
+    except QueueUnavailable as error:
+        log(str(error))
+        return 2
+    if queue.warning:
+        log(f"warning: {queue.warning}")
+    assert queue.endpoint is not None  # a worker starts the embedded server when it is not running
     gpus = [g.strip() for g in str(options.gpus).split(",") if g.strip()]
     if not gpus:
         log("--gpus names no GPU")
         return 2
     if len(gpus) > 1:
-        if token is not None:
-            os.environ["LABTASKER_TOKEN"] = token  # for the child workers only; each removes it again
-        # children of an embedded server find it themselves (and so can restart it); an explicit URL is passed on
-        return supervise(options, gpus, options.url or os.environ.get("LABTASKER_URL"))
+        # the child workers read the token from the environment (and each removes it in turn); children of an
+        # embedded server find it themselves (and so can restart it), a URL is passed on
+        return run_one_worker_per_gpu(options, gpus, queue.endpoint.url)
+    os.environ.pop(CLIENT_TOKEN_ENV, None)  # the endpoint holds it: never inherited by job steps or policy servers
     options.gpus = gpus[0]
-    return GpuWorker(options, endpoint, allowed, keeper).run()
+    return GpuWorker(options, queue.endpoint, allowed, queue.keeper).run()
 
 
 if __name__ == "__main__":

@@ -9,12 +9,12 @@ import sys
 import threading
 from pathlib import Path
 
-from evalwf.worker.gpu_worker import LOCAL_WORKERS_ENV
 from evalwf.worker.log import log
 from evalwf.worker.processes import GuardedProcess
+from evalwf.worker.task_run import LOCAL_WORKERS_ENV
 
 
-def supervise(options: argparse.Namespace, gpus: list[str], url: str | None) -> int:
+def run_one_worker_per_gpu(options: argparse.Namespace, gpus: list[str], url: str | None) -> int:
     children: dict[str, GuardedProcess] = {}
     stop = threading.Event()
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalwf.worker.guardian import _become_subreaper, stop_on_signals, supervise
+from evalwf.worker.guardian import become_subreaper, guard_child, stop_on_signals
 from evalwf.worker.processes import GuardedProcess
 
 # What every job step of this workflow imports before its batch starts (Snakemake, the Snakefile's imports). Only
@@ -235,14 +235,14 @@ def main(argv: list[str]) -> int:
     if spec is None or preloaded is None:
         return 0
     cold = cold_reason(preloaded, spec["cwd"])
-    _become_subreaper()
+    become_subreaper()
     stop = stop_on_signals()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         _become_job_step(spec, cold)
-    return supervise(_ForkedChild(pid), grace_s, stop)
+    return guard_child(_ForkedChild(pid), grace_s, stop)
 
 
 class SpareStep:

@@ -170,13 +170,13 @@ def test_section_policies_are_validated_like_the_top_level_ones(tmp_path, change
 
 
 def test_status_lists_each_policys_batches_of_its_own_benchmark(tmp_path):
-    from evalwf.report import status
+    from evalwf.report import run_state
     from evalwf.rules import jobs
 
     config = validate_config(two_benchmark_config(tmp_path))
     assert validate_config(config) == config, "the snapshot validates to itself"
     jobs.record_campaign(config, str(tmp_path / "results" / "t" / "campaign.yaml"))
-    campaign = status.load_run(tmp_path / "results" / "t", tmp_path)
-    rows = status.batch_rows(campaign, None)
+    campaign = run_state.load_run(tmp_path / "results" / "t", tmp_path)
+    rows = run_state.batch_rows(campaign, None)
     assert {row["benchmark"] for row in rows} == {"standin-policy/standin", "robotwin-policy/robotwin"}
     assert len(rows) == len(Campaign(config).batches())

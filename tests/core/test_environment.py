@@ -242,14 +242,14 @@ def test_a_job_step_on_a_host_with_another_environment_names_what_differs(tmp_pa
 
 
 def test_status_refuses_a_run_whose_environment_it_cannot_read(tmp_path):
-    from evalwf.report import status
+    from evalwf.report import run_state
 
     run_dir = tmp_path / "results" / "robotwin-standin"
     run_dir.mkdir(parents=True)
     config = robotwin_config(python=str(tmp_path / "gone"))
     (run_dir / "campaign.yaml").write_text(yaml.safe_dump({**validate_config(config), "policy_identity": "p"}))
     with pytest.raises(SystemExit, match=r"robotwin's environment cannot be read here .*benchmarks\.robotwin\.python"):
-        status.load_run(run_dir, tmp_path)
+        run_state.load_run(run_dir, tmp_path)
 
 
 def test_an_interpreter_that_cannot_report_its_versions_makes_the_environment_unavailable(tmp_path):

@@ -66,15 +66,15 @@ def test_affinity_routes_only_for_a_campaign_of_several_policies():
 
 
 def test_status_reads_the_snapshot_of_several_policies_and_lists_each_policys_batches(tmp_path):
-    from evalwf.report import status
+    from evalwf.report import run_state
     from evalwf.rules import jobs
 
     config = validate_config(several(tmp_path))
     run_dir = tmp_path / "results" / "t"
     jobs.record_campaign(config, str(run_dir / "campaign.yaml"))
-    campaign = status.load_run(run_dir, tmp_path)
+    campaign = run_state.load_run(run_dir, tmp_path)
     assert campaign.multi and campaign.baseline.policy.name == "a"
-    rows = status.batch_rows(campaign, None)
+    rows = run_state.batch_rows(campaign, None)
     assert {row["benchmark"] for row in rows} == {"a/standin", "b/standin", "c/standin"}
     assert len(rows) == 3 * len(Campaign(config).batches())
 

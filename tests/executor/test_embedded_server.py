@@ -1,7 +1,7 @@
 """The embedded Labtasker server (real servers, workers, snakemake and a real second user): it listens on a Unix
 socket only its owner can reach, so a stranger who takes over a port gets nothing; it is found by its socket, never
 by a record a stranger could have written; a server that holds its root is never killed on a guess (a missing
-record, a hang); an older version's TCP server comes back on the socket."""
+record, a hang), nor used when it holds its root on TCP."""
 
 # ruff: noqa: F401, F811  (pytest fixtures imported from labtasker_testkit are used as parameters)
 from __future__ import annotations
@@ -91,20 +91,18 @@ def test_a_missing_record_or_a_hang_never_kills_the_embedded_server(embedded):
     assert int(server_status(root)["pid"]) == pid, "a hung server was killed"
 
 
-def test_an_older_versions_tcp_server_comes_back_on_the_socket(tmp_path):
+def test_a_server_holding_the_root_on_tcp_is_refused_with_the_command_that_stops_it(tmp_path):
+    """Any local user could reach a TCP port: such a server of the root is neither used nor killed on a guess."""
     workdir = tmp_path / "wf"
     root = workdir / ".labtasker"
-    url = start_url_server(root, "older-version-token")
-    (root / RECORD).write_text(json.dumps({"url": url, "port": int(url.rsplit(":", 1)[1])}))
-    said: list[str] = []
+    url = start_url_server(root, "a-token")
     try:
-        endpoint = ensure_embedded_server(workdir, log=said.append)
-        status = server_status(root)
-        assert status["connection"] == "socket" and status["socket"] == endpoint.socket
-        assert tcp_listeners(int(status["pid"])) == []
-        text = "\n".join(said)
-        assert f"names {url}" in text and "not used" in text, text
-        assert "started by an older version" in text and "restarting it on a Unix socket" in text, text
+        with pytest.raises(EmbeddedServerError) as refused:
+            ensure_embedded_server(workdir, log=lambda _: None)
+        port = url.rsplit(":", 1)[1]
+        assert f"listens on TCP port {port}, not on {embedded_socket_path(root)}" in str(refused.value)
+        assert f"labtasker-server stop --labtasker-root {root.resolve()}" in str(refused.value)
+        assert server_status(root)["connection"] == "http", "the server was left alone"
     finally:
         stop_embedded_server(root)
 
@@ -211,9 +209,6 @@ def test_a_stranger_on_the_recorded_port_gets_nothing_from_the_worker_the_submit
         wait_for(lambda: "started: gpu" in worker_log.read_text() or worker.poll() is not None, 120, "the worker")
         assert squatter.tokens() == [], "the worker sent its token to a stranger"
         assert worker.poll() is None, worker_log.read_text()[-3000:]
-        text = worker_log.read_text()
-        said = f"names http://127.0.0.1:{squatter.port} (a TCP port, recorded by an older version; uid {NOBODY} listens"
-        assert said in text and "nothing is sent there" in text, text[-3000:]
 
         submit = [
             sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(workdir),

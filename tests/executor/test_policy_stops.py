@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from labtasker_testkit import client, labtasker_url, queue
 
 from evalwf.queue.breaker import Holder, PolicyBreaker, current_generation
-from evalwf.report.status import _error_text
+from evalwf.report.run_state import _error_text
 from snakemake_executor_plugin_labtasker.cancellation import PARKED_ROUTE
 from snakemake_executor_plugin_labtasker.policy_breaker import PolicyStops, queued_of, stop_message, stop_queued_tasks
 

@@ -285,15 +285,12 @@ def test_network_filesystems_are_detected(monkeypatch, tmp_path, fstype, network
         assert root == workflow.resolve() / ".labtasker" and not messages
 
 
-def test_startup_timeout_travels_as_a_resource_and_does_not_change_the_task_id(tmp_path):
-    """The rule gives the operational startup timeout as a resource (never a rerun trigger); the worker still gets
-    it in the task's policy block, and it does not change the task's identity."""
-    job = fake_job(tmp_path, "0000-2")
-    job.resources = {"gpu": 1, "policy_startup_timeout_s": 120}
-    slow = build_task_spec(job, workdir=str(tmp_path), snakefile="Snakefile", command="python -m snakemake")
-    assert "policy" not in slow.args  # the worker takes the policy (and its timeout) from the campaign's config
-    assert slow.task_id == spec_for(tmp_path, "0000-2").task_id
-    assert slow.args["policy_identity"] == spec_for(tmp_path, "0000-2").args["policy_identity"]
+def test_the_policy_startup_timeout_changes_no_task_id(tmp_path):
+    """The startup timeout is operational: a worker reads it from the campaign's config files, and a task carries
+    only the rule's policy param (the policy's identity block), so a changed timeout finds the same tasks."""
+    fast, slow = (PolicySpec.from_config({**POLICY, "startup_timeout_s": s}).identity_block() for s in (5, 900))
+    assert spec_for(tmp_path, "0000-2", policy=fast).task_id == spec_for(tmp_path, "0000-2", policy=slow).task_id
+    assert "policy" not in spec_for(tmp_path, "0000-2").args  # the worker takes the policy from the config files
 
 
 def test_a_resumed_submitter_requeues_a_lost_report_for_adoption(tmp_path, queue):

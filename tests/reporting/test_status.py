@@ -12,7 +12,7 @@ from conftest import REPO, run_snakemake, standin_config, write_config
 from executor.labtasker_testkit import client, labtasker_url, queue
 
 from evalwf.contract import campaign_key
-from evalwf.report import status
+from evalwf.report import run_state, status
 from snakemake_executor_plugin_labtasker.task_identity import short_id
 
 
@@ -59,7 +59,7 @@ def test_status_tables_show_done_pending_running_failed(tmp_path, labtasker_url,
     run_dir = str(tmp_path / "results" / "t")
     args = [run_dir, "--workdir", str(tmp_path), "--url", labtasker_url, "--queue", queue, "--csv", str(csv_dir)]
     capsys.readouterr()
-    assert status.main(args) == status.EXIT_FAILED, "a failed batch makes the exit status 2"
+    assert status.main(args) == run_state.EXIT_FAILED, "a failed batch makes the exit status 2"
     printed = capsys.readouterr()
     assert "[labtasker]" not in printed.err + printed.out, "no client chatter"
     assert "3/6 batches done, 1 FAILED - PARTIAL numbers" in printed.out
@@ -92,6 +92,6 @@ def test_status_without_queue_reads_result_files(tmp_path, capsys):
     from evalwf.rules.jobs import record_campaign
 
     record_campaign(config, str(run_dir / "campaign.yaml"))
-    assert status.main([str(run_dir), "--workdir", str(tmp_path)]) == status.EXIT_INCOMPLETE
+    assert status.main([str(run_dir), "--workdir", str(tmp_path)]) == run_state.EXIT_INCOMPLETE
     out = capsys.readouterr().out
     assert "0/2 batches done" in out and "PARTIAL" in out and "not known" in out

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from runkit import fabricate_run
 
-from evalwf.report import status
+from evalwf.report import run_state, status
 from evalwf.rules.jobs import record_campaign
 
 SECTION = {"suites": {"alpha": ["reach"], "beta": ["open"]}, "episodes_per_task": 4, "batch_size": 2}
@@ -31,7 +31,7 @@ def run_status(tmp_path: Path, campaign, *extra: str) -> int:
 
 def test_complete_run_exits_0_with_average_row(tmp_path, capsys):
     campaign = finished(tmp_path)
-    assert run_status(tmp_path, campaign) == status.EXIT_COMPLETE
+    assert run_status(tmp_path, campaign) == run_state.EXIT_COMPLETE
     out = capsys.readouterr().out
     assert "4/4 batches done" in out and "PARTIAL" not in out and "FAILED" not in out
     average = next(line for line in out.splitlines() if " average " in line)
@@ -41,7 +41,7 @@ def test_complete_run_exits_0_with_average_row(tmp_path, capsys):
 
 def test_missing_batch_without_queue_exits_1(tmp_path, capsys):
     campaign = finished(tmp_path, skip={"open/0002-2"})
-    assert run_status(tmp_path, campaign) == status.EXIT_INCOMPLETE
+    assert run_status(tmp_path, campaign) == run_state.EXIT_INCOMPLETE
     assert "3/4 batches done" in capsys.readouterr().out
 
 
@@ -51,7 +51,7 @@ def test_invalid_batch_exits_2_naming_file_and_reason(tmp_path, capsys):
     record = json.loads(bad.read_text())
     record["success_count"] += 1  # the count no longer equals the sum of the episode flags
     bad.write_text(json.dumps(record))
-    assert run_status(tmp_path, campaign) == status.EXIT_FAILED
+    assert run_status(tmp_path, campaign) == run_state.EXIT_FAILED
     out = capsys.readouterr().out
     assert "1 FAILED" in out and "standin beta/open 0002-2: invalid:" in out and f"log: {bad}" in out
 
@@ -69,10 +69,10 @@ def test_watch_refreshes_while_running_and_ends_when_done(tmp_path, capsys, monk
         if len(calls) == 3:  # the worker finishes the batch between the 2nd and 3rd refresh
             Path(missing).write_bytes(Path(finished_file).read_bytes())
         state = "pending" if len(calls) == 1 else "running"
-        return {os.path.normpath(os.path.abspath(missing)): status.QueueTask(state=state, task_id="t_x", error="")}
+        return {os.path.normpath(os.path.abspath(missing)): run_state.QueueTask(state=state, task_id="t_x", error="")}
 
     monkeypatch.setattr(status, "queue_states", fake_queue)
-    assert run_status(tmp_path, campaign, "--watch", "0.01") == status.EXIT_COMPLETE
+    assert run_status(tmp_path, campaign, "--watch", "0.01") == run_state.EXIT_COMPLETE
     assert len(calls) == 3, "two refreshes while pending/running, ends on the first settled one"
     out = capsys.readouterr().out
     headers = [line for line in out.splitlines() if line.startswith("run t:")]
@@ -87,10 +87,10 @@ def test_watch_ends_after_a_failure_with_exit_2(tmp_path, capsys, monkeypatch):
     def fake_queue(workdir, url, queue):
         state = next(states)
         error = "JobStepFailed: job step exited with status 1" if state == "failed" else ""
-        return {missing: status.QueueTask(state=state, task_id="t_abcdefabcdef", error=error)}
+        return {missing: run_state.QueueTask(state=state, task_id="t_abcdefabcdef", error=error)}
 
     monkeypatch.setattr(status, "queue_states", fake_queue)
-    assert run_status(tmp_path, campaign, "--watch", "0.01") == status.EXIT_FAILED
+    assert run_status(tmp_path, campaign, "--watch", "0.01") == run_state.EXIT_FAILED
     out = capsys.readouterr().out
     assert out.count("batches done") == 2, "the failed batch is neither pending nor running: watching ends"
     assert "beta/open 0002-2: failed: JobStepFailed: job step exited with status 1" in out
@@ -105,9 +105,9 @@ def test_workers_from_status_files(tmp_path, capsys):
     dead.wait()
     host = socket.gethostname()
     files = {
-        "gpu0": {"pid": os.getpid(), "gpu": "0", "state": "running", "policy_server_alive": True,
+        "gpu0": {"pid": os.getpid(), "gpu": "0", "state": "running", "policy_server_state": "ready",
                  "running": {"t_aaaaaaaaaaaa": "evaluate_batch alpha/reach 0000-2"}, "tasks": {"succeeded": 3}},
-        "gpu1": {"pid": os.getpid(), "gpu": "1", "state": "running", "policy_server_alive": False,
+        "gpu1": {"pid": os.getpid(), "gpu": "1", "state": "running", "policy_server_state": "dead",
                  "running": {"t_bbbbbbbbbbbb": "evaluate_batch beta/open 0002-2"}, "tasks": {}},
         "gpu2": {"pid": dead.pid, "gpu": "2", "state": "running", "running": {}, "tasks": {}},
         "gpu3": {"pid": os.getpid(), "gpu": "3", "state": "stopped", "running": {}, "tasks": {}},
@@ -116,7 +116,7 @@ def test_workers_from_status_files(tmp_path, capsys):
         (workers / name).mkdir(parents=True)
         body.update(worker_id=f"{host}-{name}", host=host, updated_at="2026-01-01T00:00:00+00:00")
         (workers / name / "status.json").write_text(json.dumps(body))
-    rows = {row["gpu"]: row for row in status.read_workers(tmp_path, history=True)}
+    rows = {row["gpu"]: row for row in status.worker_rows(run_state.read_workers(tmp_path, history=True))}
     assert (rows["0"]["alive"], rows["0"]["activity"], rows["0"]["done"]) == ("yes", "running", 3)
     assert rows["0"]["current batch"] == "evaluate_batch alpha/reach 0000-2"
     assert (rows["1"]["alive"], rows["1"]["activity"]) == ("yes", "loading policy")

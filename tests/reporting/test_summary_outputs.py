@@ -229,7 +229,9 @@ def test_a_suite_of_many_tasks_gets_its_own_plot(tmp_path):
     assert campaign.suites_plotted_apart("libero") == {"libero_90": "plot_libero_90"}
     assert campaign.summary_paths("libero")["plot_libero_90"].endswith("success_by_task.libero_90.png")
     config["benchmarks"]["libero"]["suites"] = {"libero_90": "all"}
-    assert Campaign(validate_config(config)).single().suites_plotted_apart("libero") == {}, "a suite alone keeps the plot"
+    assert Campaign(validate_config(config)).single().suites_plotted_apart("libero") == {}, (
+        "a suite alone keeps the plot"
+    )
 
 
 def test_success_by_policy_plot_cuts_no_label(tmp_path):

@@ -12,7 +12,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, PolicySpec
-from evalwf.report import status
+from evalwf.report import run_state, status
 from evalwf.worker.policy_server import GuardedPolicyServer
 from evalwf.worker.shared_server import SharedPolicyServer
 
@@ -38,17 +38,17 @@ def test_policy_server_column_says_loading_since_external_ready_or_dead(tmp_path
             "gpu1": {"policy_server_state": "external", "policy_identity": "p@1", "running": batch},
             "gpu2": {"policy_server_state": "ready", "policy_server_loads": 2, "policy_server_alive": True},
             "gpu3": {"policy_server_state": "none", "policy_server_loads": 0},
-            "gpu4": {"policy_server_loads": 1, "policy_server_alive": True, "running": batch},  # an older worker
+            "gpu4": {"policy_server_state": "dead", "policy_server_loads": 1, "running": batch},
         },
     )  # fmt: skip
-    rows = {row["gpu"]: row for row in status.read_workers(tmp_path)}
+    rows = {row["gpu"]: row for row in status.worker_rows(run_state.read_workers(tmp_path))}
     clock = since.astimezone().strftime("%H:%M:%S")
     assert rows["0"]["policy server"] == f"loading since {clock} (7min ago)"
     assert rows["0"]["activity"] == "loading policy"
     assert (rows["1"]["policy server"], rows["1"]["activity"]) == ("external", "running")
     assert (rows["2"]["policy server"], rows["2"]["activity"]) == ("ready (load #2)", "idle")
     assert rows["3"]["policy server"] == "-"
-    assert (rows["4"]["policy server"], rows["4"]["activity"]) == ("ready (load #1)", "running")
+    assert (rows["4"]["policy server"], rows["4"]["activity"]) == ("dead", "loading policy")  # restarting it
 
 
 def test_shared_server_state_loading_then_ready_and_external_without_loads(tmp_path):
@@ -103,7 +103,7 @@ def test_workers_table_lists_live_workers_and_the_history_only_when_asked(tmp_pa
     remote.parent.mkdir(parents=True)
     body = {"worker_id": "node7-gpu3", "host": "node7", "pid": 1, "gpu": "3", "state": "running"}
     remote.write_text(json.dumps(body))
-    live = {row["worker"]: row["alive"] for row in status.read_workers(tmp_path)}
+    live = {worker.worker: worker.alive for worker in run_state.read_workers(tmp_path)}
     assert live == {f"{socket.gethostname()}-gpu0": "yes", "node7-gpu3": "? (host node7)"}
-    everyone = {row["gpu"]: row["alive"] for row in status.read_workers(tmp_path, history=True)}
+    everyone = {worker.status["gpu"]: worker.alive for worker in run_state.read_workers(tmp_path, history=True)}
     assert everyone == {"0": "yes", "1": "stopped", "2": "dead", "3": "? (host node7)"}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evalwf.worker.main import TaskRefused, validate_task
+from evalwf.worker.job_payload import TaskRefused, validate_task
 from evalwf.worker.procfs import descendants
 
 OWNER = textwrap.dedent(
@@ -130,7 +130,7 @@ def test_worker_refuses_a_workflow_directory_that_is_not_allowed(tmp_path):
 def test_cpu_render_threads_split_the_cores_between_job_slots(monkeypatch):
     import os
 
-    from evalwf.worker import gpu_worker as worker
+    from evalwf.worker import task_run as worker
 
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     monkeypatch.setattr(os.path, "exists", lambda path: False)  # no NVIDIA driver

@@ -40,7 +40,7 @@ def test_identity_is_name_checkpoint_protocol_not_the_url():
 def test_a_worker_starts_nothing_for_an_external_policy(tmp_path):
     """An external policy skips the worker's GuardedPolicyServer altogether: nothing started, stopped or waited
     for; the job step gets EXTERNAL_ENDPOINT (it then uses policy.url) and the worker reports "external"."""
-    from evalwf.worker.main import SharedPolicyServer
+    from evalwf.worker.shared_server import SharedPolicyServer
 
     spec = PolicySpec.from_config({"name": "p", "external": True, "checkpoint": "c"})
     server = GuardedPolicyServer(log_dir=tmp_path)

@@ -1,4 +1,3 @@
-import math
 import os
 import re
 import sys
@@ -297,11 +296,6 @@ def episodes_resource(wildcards):
     return CAMPAIGN.batch_plan_of(
         wildcards.benchmark, wildcards.suite, wildcards.task, wildcards.batch
     ).episodes.count
-
-
-def startup_timeout_resource(wildcards):
-    """Operational, so a resource (never a rerun trigger): how long a worker waits for the policy server."""
-    return math.ceil(campaign_of(wildcards).policy.startup_timeout_s)
 
 
 def note_stale_results():

@@ -10,7 +10,6 @@ rule evaluate_batch:
         f"{OUT}/{{benchmark}}/logs/batches/{{suite}}/{{task}}/{{batch}}.log",
     resources:
         gpu=1,
-        policy_startup_timeout_s=startup_timeout_resource,
         expected_cost_s=expected_cost_resource,
         episodes=episodes_resource,
     params:

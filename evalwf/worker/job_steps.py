@@ -1,0 +1,108 @@
+"""The job steps of a worker's slots: each runs under a guardian (evalwf/worker/guardian.py), started from the slot's
+spare when it has one (a guardian that imported Snakemake while the slot was idle: evalwf/worker/warm_step.py), and
+is stopped when the worker stops or its task is revoked."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+from evalwf.contract.failure import CAUSE_FILE_ENV
+from evalwf.worker.job_payload import JobStep
+from evalwf.worker.log import log
+from evalwf.worker.processes import GuardedProcess
+from evalwf.worker.warm_step import SpareStep
+
+SPARE_PRELOAD_AFTER_S = 2.0  # a job step's own start-up takes about a second: the next spare imports after it
+STEP_GRACE_S = 10.0  # a stopped job step's group gets SIGTERM, then this long before SIGKILL
+
+
+def cause_path(log_path: Path) -> Path:
+    """Where the job body of the step logging to `log_path` writes why it failed (evalwf.contract.failure)."""
+    return log_path.with_suffix(".cause.json")
+
+
+class JobSteps:
+    def __init__(self, stop: threading.Event, *, warm: bool):
+        self.stop = stop
+        self.warm = warm  # start steps from spares (else every step is a fresh `python -m snakemake`)
+        self.spares: dict[int, SpareStep] = {}  # slot -> its next job step's pre-imported guardian
+        self.steps: dict[int, GuardedProcess] = {}  # slot -> its running job step
+        self.last_step_end = 0.0
+        self.lock = threading.Lock()
+
+    def prepare_spare(self, slot: int, workdir: str, preload_after_s: float = 0.0) -> None:
+        """Start the slot's next job-step guardian, which imports Snakemake before the slot's next task arrives."""
+        if not self.warm or self.stop.is_set() or slot in self.spares:
+            return
+        try:
+            self.spares[slot] = SpareStep(cwd=workdir, grace_s=STEP_GRACE_S, preload_after_s=preload_after_s)
+        except OSError as error:
+            log(f"slot {slot}: no warm job step ({error}); job steps start cold")
+
+    def discard_spare(self, slot: int) -> None:
+        spare = self.spares.pop(slot, None)
+        if spare is not None:
+            spare.discard()
+
+    def running(self) -> bool:
+        with self.lock:
+            return any(step.poll() is None for step in self.steps.values())
+
+    def ended_at(self) -> float:
+        """When the last job step ended (monotonic; 0 before any)."""
+        with self.lock:
+            return self.last_step_end
+
+    def run(self, slot: int, step: JobStep, env: dict[str, str], log_path: Path, revoked: threading.Event) -> int | str:
+        """The step's exit status, or "stopped" (the worker stops) or "revoked" (its task is no longer ours)."""
+        if self.stop.is_set():
+            return "stopped"
+        env = {**env, CAUSE_FILE_ENV: str(cause_path(log_path))}  # where its job body says why it failed
+        process = self._launch(slot, step, env, log_path)
+        with self.lock:
+            self.steps[slot] = process
+        try:
+            while True:
+                code = process.poll()
+                if code is not None:
+                    # a Ctrl-C reaches the job step's guardian too (same process group): a step that ended while the
+                    # worker is stopping is handed back, never charged as a failure
+                    return "stopped" if self.stop.is_set() and code != 0 else code
+                if self.stop.is_set():
+                    process.stop()
+                    return "stopped"
+                if revoked.is_set():
+                    process.stop()
+                    return "revoked"
+                time.sleep(0.1)
+        finally:
+            with self.lock:
+                self.steps.pop(slot, None)
+                self.last_step_end = time.monotonic()
+
+    def _launch(self, slot: int, step: JobStep, env: dict[str, str], log_path: Path) -> GuardedProcess:
+        """The job step under a guardian: the slot's spare (Snakemake already imported) when it has one. The next
+        task's spare is started here too, importing while this step runs (after this step's own start-up)."""
+        process = self._launch_from_spare(slot, step, env, log_path) or GuardedProcess(
+            step.argv, env=env, cwd=step.workdir, log_path=log_path, grace_s=STEP_GRACE_S
+        )
+        self.prepare_spare(slot, step.workdir, preload_after_s=SPARE_PRELOAD_AFTER_S)
+        return process
+
+    def _launch_from_spare(
+        self, slot: int, step: JobStep, env: dict[str, str], log_path: Path
+    ) -> GuardedProcess | None:
+        spare = self.spares.pop(slot, None)
+        if spare is None:
+            return None
+        if spare.alive() and step.argv[:3] == [sys.executable, "-m", "snakemake"]:
+            try:
+                process = spare.start(step.argv[3:], env, step.workdir, log_path)
+                return GuardedProcess.adopt(process, step.argv, log_path)
+            except OSError as error:
+                log(f"slot {slot}: warm job step unavailable ({error}); starting it cold")
+        spare.discard()
+        return None
