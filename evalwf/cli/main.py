@@ -1,7 +1,7 @@
 """`evalwf`: one command for the parts a user runs by hand. `plan` previews a campaign (what it contains, what
 is done, what the rest costs); `status`, `task`, `worker`, `compare`, `policy`, `doctor`, `benchmark` and `demo`
-hand their arguments unchanged to the existing entry points, so `python -m evalwf.report.status` and `python -m
-evalwf.worker.main` keep working and stay the single definition of their options."""
+hand their arguments unchanged to the module that owns each (DELEGATED), whose parser is the single definition of
+its options; `python -m evalwf <subcommand>` is the same command."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 send one observation in the exact format of each benchmark that policy evaluates, and compare the answer with what
 the benchmark executes.
 
-    python -m evalwf.cli.policy_check --configfile config/libero.yaml config/policies/standin.yaml [--repeat N]
+    evalwf policy check --configfile config/libero.yaml config/policies/standin.yaml [--repeat N]
     evalwf policy check --configfile ... [--policy NAME]
 
 Every policy of the campaign is checked (one after the other; a sweep's or each benchmark's own), or only NAME.

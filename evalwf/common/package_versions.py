@@ -5,7 +5,8 @@ In process (`interpreter_versions`), or in another interpreter as `python -B -c 
 JSON list>'`, which prints the same as JSON (evalwf.plan.environment). It runs at every parse of the workflow,
 job steps included, so it reads the `*.dist-info` / `*.egg-info` directories itself, as importlib.metadata.version
 finds them (the first one on sys.path wins), without importing importlib.metadata (a tenth of a second in a fresh
-interpreter). Standard library only: it runs on any Python 3 a benchmark uses.
+interpreter). Standard library only: it runs on any Python 3 a benchmark uses. Its `__main__` is internal (the
+parse-time probe above), never a user's command.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ PROJECT_ROOT is the directory holding the `evalwf` and `benchmarks` packages: a 
 an installed wheel (which ships benchmarks/standin/robotwin_checkout too). Relative paths in a config
 (benchmarks.<name>.python, benchmarks.robotwin.robotwin_root) are resolved against it, and simulator steps get
 it on PYTHONPATH. The workflow, config and profiles folders sit at a checkout's root; a wheel carries them inside
-the package (pyproject.toml force-include): `shipped` finds either.
+the package (pyproject.toml force-include): `shipped` finds either. `python -m evalwf.common.paths` prints the
+Snakefile of an installed wheel, for `snakemake -s` (an internal helper the README names for wheel installs).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The simulator side of the node checks: run a benchmark's node checks in its own interpreter.
 
-    python -m evalwf.job.sim_checks BENCHMARK SECTION_JSON_FILE
+    python -m evalwf.job.sim_checks BENCHMARK SECTION_JSON_FILE     # internal: `evalwf doctor` and workers start it
 
 Imports the simulator-side entry point (evalwf.job.sim_step: the job code and its light core) and the benchmark's
 adapter, then runs the adapter's node_checks (evalwf.benchmark.node_checks) and prints one result per line for

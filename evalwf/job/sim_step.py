@@ -1,6 +1,6 @@
 """The simulator side of a job step: evaluate one batch, or seal one manifest, in the benchmark's own interpreter.
 
-    python -m evalwf.job.sim_step --request request.json
+    python -m evalwf.job.sim_step --request request.json      # internal: started by the job bodies, not by people
 
 The job bodies (evalwf.rules.jobs, in the workflow's interpreter) resolve everything that needs the workflow (the
 plan, the policy endpoint and its health check) and hand the rest over as one JSON request:

@@ -1,4 +1,4 @@
-"""Compare two finished runs (two checkpoints, or two dates of one): `python -m evalwf.report.compare RUN_A RUN_B`.
+"""Compare two finished runs (two checkpoints, or two dates of one): `evalwf compare RUN_A RUN_B`.
 
 RUN_A and RUN_B are run directories (results/<run>). For every benchmark both runs summarised, it prints the
 per-suite and per-task success rates of both, the difference B - A in percentage points with a 95 % interval

@@ -1,4 +1,4 @@
-"""Live status of a run: `python -m evalwf.report.status results/<run>` (add --watch 10 to refresh).
+"""Live status of a run: `evalwf status results/<run>` (add --watch 10 to refresh).
 
 Done batches and successes come from the result files (validated as for the summary); pending, running and
 failed batches come from the Labtasker queue (the embedded server of the workflow directory, or --url /

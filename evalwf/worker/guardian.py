@@ -1,6 +1,6 @@
 """Guardian: runs one command in its own process group and kills that group when its parent goes away.
 
-Usage: python -m evalwf.worker.guardian [--grace S] -- CMD ...
+Usage (internal: workers start it around every child): python -m evalwf.worker.guardian [--grace S] -- CMD ...
 
 The parent holds the write end of our stdin. When the parent dies for any reason (kill -9 included) the
 kernel closes that pipe, we read EOF and kill the whole group, then reap. We are a child subreaper, so

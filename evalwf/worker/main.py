@@ -1,6 +1,6 @@
 """Elastic GPU worker: claims Labtasker tasks (Snakemake job steps) and runs them against its own policy server.
 
-    python -m evalwf.worker.main --gpus 0,1 [--slots K] [--queue Q] [--route R] [--idle-timeout S]
+    evalwf worker --gpus 0,1 [--slots K] [--queue Q] [--route R] [--idle-timeout S]
                                         [--allow-workflow DIR ...] [--url URL]
 
 `--gpus 0,1,...` starts one worker process per GPU (CUDA_VISIBLE_DEVICES set for everything it runs), each
@@ -48,7 +48,7 @@ from evalwf.worker.warm_step import WARM_ENV, warm_enabled
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m evalwf.worker.main", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="evalwf worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpus", default="0", help="comma-separated GPU ids: one worker process per GPU (default 0)")
     parser.add_argument("--slots", type=int, default=1, help="job slots per GPU sharing its policy server (default 1)")
     parser.add_argument(

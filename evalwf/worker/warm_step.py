@@ -4,7 +4,7 @@ A fresh `python -m snakemake` job step spends about 1.5 s of a 2 s dispatch impo
 plugin registries and importing what the Snakefile imports, before the batch starts. A worker therefore keeps one
 spare of these per slot, started while the previous batch runs (or while the slot waits for a task):
 
-    python -m evalwf.worker.warm_step [--grace S] [--preload-after S]
+    python -m evalwf.worker.warm_step [--grace S] [--preload-after S]      # internal: a worker starts it
 
 imports PRELOAD (after --preload-after seconds, or at once when its job step arrives earlier) and builds
 Snakemake's argument parser (which collects the plugin registries), then blocks on one JSON line on its stdin:

@@ -73,3 +73,32 @@ def test_plan_rejects_a_bad_config_with_the_key_named(tmp_path):
     completed = run(str(EVALWF), "plan", "--configfile", str(bad))
     assert completed.returncode == 2
     assert "benchmarks.standin.batch_size" in completed.stderr
+
+
+def test_every_runnable_module_is_a_subcommand_or_says_it_is_internal():
+    """A module of evalwf/ with a __main__ is either what an `evalwf <subcommand>` runs (its docstring shows that
+    command) or says it is internal: a user never has to guess which `python -m` forms are theirs."""
+    import ast
+
+    from conftest import REPO
+
+    from evalwf.cli.main import DELEGATED
+
+    targets = {"evalwf.cli.policy_check": "evalwf policy check"}
+    for name, (run, _) in DELEGATED.items():
+        module = next((c.cell_contents for c in (run.__closure__ or ()) if isinstance(c.cell_contents, str)), None)
+        if module:
+            targets[module] = f"evalwf {name}"
+    unmarked = []
+    for path in sorted((REPO / "evalwf").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if '__name__ == "__main__"' not in text or path.name == "__main__.py":
+            continue
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        expected = targets.get(module)
+        if module == "evalwf.cli.main":
+            continue
+        if not (expected and expected in doc) and "internal" not in doc.lower():
+            unmarked.append(f"{module}: docstring shows neither {expected or 'an evalwf subcommand'} nor 'internal'")
+    assert not unmarked, "\n".join(unmarked)
