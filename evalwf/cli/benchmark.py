@@ -23,7 +23,7 @@ from benchmarks import registry
 from evalwf.common.errors import ConfigError
 from evalwf.common.paths import PROJECT_ROOT
 from evalwf.job import node_probe
-from evalwf.plan.config import NOT_RESULTS_DEFINING, benchmark_sections, config_schema
+from evalwf.plan.config import NOT_RESULTS_DEFINING, benchmark_sections, config_schema, validate_section
 
 
 def section_properties(name: str) -> dict[str, Any]:
@@ -123,11 +123,20 @@ def show_benchmark(name: str) -> int:
     return 0
 
 
+def _unconfigured_section(name: str) -> dict[str, Any]:
+    """What `check NAME` without a config checks: the schema's defaults, and for the keys only a campaign gives
+    (its size, its suites) the smallest values, which no node check reads: the settings need every key."""
+    given: dict[str, Any] = {"episodes_per_task": 1, "batch_size": 1}
+    if "suites" in section_properties(name):
+        given["suites"] = {suite: "all" for suite in registry.adapter(name).known_suites() or {}}
+    return validate_section(name, given)
+
+
 def _section(name: str, configfiles: list[str]) -> dict[str, Any]:
     """NAME's section of the composed config files, validated on its own: its simulator does not depend on a
     policy, so a benchmark file alone (config/<name>.yaml, which names none) can be checked."""
     if not configfiles:
-        return section_defaults(name)
+        return _unconfigured_section(name)
     sections = benchmark_sections(*configfiles)
     if name not in sections:
         raise ConfigError(
