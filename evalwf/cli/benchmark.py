@@ -31,11 +31,6 @@ def section_properties(name: str) -> dict[str, Any]:
     return config_schema()["$defs"][name]["properties"]
 
 
-def section_defaults(name: str) -> dict[str, Any]:
-    """The section as the schema alone fills it (what a config that sets nothing would get)."""
-    return {key: sub["default"] for key, sub in section_properties(name).items() if "default" in sub}
-
-
 def _shown_path(path: Any) -> str:
     try:
         return str(Path(str(path)).relative_to(PROJECT_ROOT))
