@@ -1,5 +1,6 @@
 """Longest expected work first: each batch task's priority is its expected seconds of simulation (the same figure
-as `evalwf plan`), manifests come before batches, and `fifo` keeps submission order (real server and snakemake)."""
+as `evalwf plan`, computed here the same way), manifests come before batches, and `fifo` keeps submission order
+(real server and snakemake)."""
 
 # ruff: noqa: F401, F811  (pytest fixtures imported from labtasker_testkit are used as parameters)
 from __future__ import annotations
@@ -13,7 +14,13 @@ import pytest
 from conftest import SNAKEFILE, run_snakemake, standin_config, write_config
 from labtasker_testkit import LABTASKER_PROFILE, LOCAL_PROFILE, all_tasks, client, labtasker_url, queue, wait_for
 
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import validate_config
+from evalwf.plan.cost import CostModel, expected_batch_cost
 from snakemake_executor_plugin_labtasker.scheduling import UNBLOCKING_PRIORITY, task_priority
+
+# 0.1 s per emulated step: a batch's cost is whole seconds apart per episode (no worker runs them here)
+EMULATED = {"step_time_s": {"default": 0.1}}
 
 
 def job(cost: int | None) -> SimpleNamespace:
@@ -37,7 +44,8 @@ def test_priority_from_expected_cost():
 def test_submitted_batches_carry_their_expected_cost(labtasker_url, queue, client, tmp_path, mode):
     workdir = tmp_path / "wf"
     workdir.mkdir()
-    config = standin_config(workdir, standin={"suites": {"alpha": ["reach"]}, "episodes_per_task": 5, "max_steps": 30})
+    section = {"suites": {"alpha": ["reach"]}, "episodes_per_task": 5, "max_steps": 30, **EMULATED}
+    config = standin_config(workdir, standin=section)
     configfile = write_config(workdir / "campaign.yaml", config)
     run_snakemake(workdir, *LOCAL_PROFILE, "--configfile", str(configfile), "--until", "plan_manifest")
     command = [
@@ -52,6 +60,11 @@ def test_submitted_batches_carry_their_expected_cost(labtasker_url, queue, clien
         submitter.send_signal(signal.SIGINT)
         submitter.wait(60)
     priorities = {t.name.rsplit("batch=", 1)[1].rstrip("]"): t.priority for t in tasks}
-    # batches of 2, 2 and 1 episodes x 30 steps x the plan's assumed 0.1 s per step
-    expected = {"0000-2": 6, "0002-2": 6, "0004-1": 3} if mode == "longest-first" else dict.fromkeys(priorities, 0)
+    # the figure `evalwf plan` prices each batch at (nothing measured yet: the emulated step time)
+    member = Campaign(validate_config(config)).single()
+    model = CostModel.measure(member)
+    planned = {b.episodes.label: max(1, round(expected_batch_cost(model, b))) for b in member.batches()}
+    expected = planned if mode == "longest-first" else dict.fromkeys(priorities, 0)
     assert priorities == expected
+    if mode == "longest-first":  # batches of 2, 2 and 1 episodes: the shorter one last
+        assert priorities["0000-2"] == priorities["0002-2"] > priorities["0004-1"] > 0
