@@ -57,17 +57,17 @@ def test_wheel_carries_the_package_data(installed):
         "benchmarks/robotwin/schema.yaml",
         "benchmarks/standin/robotwin_checkout/task_config/demo_clean.yml",
         "benchmarks/standin/robotwin_checkout/envs/_base_task.py",
-        "benchmarks/workflow/Snakefile",
-        "benchmarks/workflow/rules/common.smk",
-        "benchmarks/config/standin.yaml",
-        "benchmarks/config/policies/standin.yaml",  # policy files, composed with the benchmark files
-        "benchmarks/profiles/labtasker/config.yaml",
-        "evalwf.contract/__init__.py",  # shared by the plugin and the workers
-        "evalwf.contract/embedded_server.py",
+        "evalwf/workflow/Snakefile",
+        "evalwf/workflow/rules/common.smk",
+        "evalwf/config/standin.yaml",
+        "evalwf/config/policies/standin.yaml",  # policy files, composed with the benchmark files
+        "evalwf/profiles/labtasker/config.yaml",
+        "evalwf/contract/__init__.py",  # shared by the plugin and the workers
+        "evalwf/queue/embedded_server.py",
         "snakemake_executor_plugin_labtasker/__init__.py",
     ):
         assert expected in names, expected
-    assert not [n for n in names if "__pycache__" in n or n.startswith("benchmarks/workflow/.snakemake")]
+    assert not [n for n in names if "__pycache__" in n or n.startswith("evalwf/workflow/.snakemake")]
 
 
 def test_installed_wheel_plans_a_shipped_config(installed, tmp_path):
