@@ -56,14 +56,21 @@ def suite_rows(suites: pd.DataFrame) -> list[dict[str, str]]:
             {
                 "suite": "average of suites" if average else suite_label(row, labels),
                 "tasks": str(int(row["tasks"])),
-                "success/trials": f"{int(row['successes'])}/{int(row['episodes'])}",
-                "success_%": pct(row["success_pct"]),
-                "ci95_%": interval(row["ci95_low_pct"], row["ci95_high_pct"]),
+                **_success_cells(row),
                 "done/total": f"{int(row['episodes'])}/{int(row['episodes_total'])}",
                 "status": str(row["status"]),
             }
         )
     return rows
+
+
+def _success_cells(row: pd.Series) -> dict[str, str]:
+    """The columns every table row shows for its episodes: successes of trials, the rate and its 95 % interval."""
+    return {
+        "success/trials": f"{int(row['successes'])}/{int(row['episodes'])}",
+        "success_%": pct(row["success_pct"]),
+        "ci95_%": interval(row["ci95_low_pct"], row["ci95_high_pct"]),
+    }
 
 
 def task_rows(tasks: pd.DataFrame, instruction_width: int | None = None) -> list[dict[str, str]]:
@@ -76,9 +83,7 @@ def task_rows(tasks: pd.DataFrame, instruction_width: int | None = None) -> list
                 "suite": suite_label(row, labels),
                 "task": str(row["task"]),
                 "instruction": shorten(instruction, instruction_width) if instruction_width else instruction,
-                "success/trials": f"{int(row['successes'])}/{int(row['episodes'])}",
-                "success_%": pct(row["success_pct"]),
-                "ci95_%": interval(row["ci95_low_pct"], row["ci95_high_pct"]),
+                **_success_cells(row),
                 "batches": f"{int(row['batches_done'])}/{int(row['batches_total'])}",
                 "status": str(row["status"]),
             }
