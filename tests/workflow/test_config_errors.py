@@ -41,18 +41,39 @@ def test_results_dir_below_a_file_is_named(tmp_path):
     assert "Traceback" not in (completed.stdout + completed.stderr)
 
 
-@pytest.mark.skipif(not shutil.which("setpriv") or os.geteuid() != 0, reason="needs root to run as another user")
 def test_unwritable_results_dir_is_named_before_any_job():
-    """A real user without write permission on the results directory: one line naming it, no traceback."""
+    """A real user without write permission on the results directory: one line naming it, no traceback.
+
+    Not root: this user is that user. Root writes anywhere, so it runs snakemake as `nobody` with one capability,
+    CAP_DAC_READ_SEARCH: nobody can then read the checkout, its environment and its interpreter wherever they lie (a
+    clone in a 0700 directory, pyenv under root's private home) but still writes only where a user may, which is
+    what this test is about. Without setpriv (util-linux) or where the capability cannot be passed on, root cannot
+    become such a user: skipped, saying so."""
+    as_another_user = _as_nobody_who_reads_everything() if os.geteuid() == 0 else []
     # outside pytest's tmp tree, which other users cannot enter
-    tmp_path = Path(tempfile.mkdtemp(prefix="evalwf-nobody-"))
+    tmp_path = Path(tempfile.mkdtemp(prefix="evalwf-unwritable-"))
     try:
-        _run_as_nobody_with_locked_results(tmp_path)
+        _run_with_locked_results(tmp_path, as_another_user)
     finally:
         shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-def _run_as_nobody_with_locked_results(tmp_path: Path) -> None:
+def _as_nobody_who_reads_everything() -> list[str]:
+    """The setpriv prefix that runs a command as nobody with CAP_DAC_READ_SEARCH (read and search anything, write
+    only what nobody may), or a skip naming what is missing."""
+    if not shutil.which("setpriv"):
+        pytest.skip("root needs setpriv (util-linux) to run snakemake as a user without write permission")
+    prefix = [
+        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+        "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search",
+    ]  # fmt: skip
+    probe = subprocess.run([*prefix, sys.executable, "-c", "import snakemake"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot run this interpreter as nobody with CAP_DAC_READ_SEARCH: {probe.stderr.strip()[-300:]}")
+    return prefix
+
+
+def _run_with_locked_results(tmp_path: Path, prefix: list[str]) -> None:
     workdir = tmp_path / "wf"
     workdir.mkdir()
     locked = tmp_path / "locked"
@@ -60,12 +81,13 @@ def _run_as_nobody_with_locked_results(tmp_path: Path) -> None:
     for directory in (tmp_path, workdir):
         directory.chmod(0o777)
     locked.chmod(0o555)
+    probe = subprocess.run([*prefix, "test", "-w", str(locked)], check=False)
+    assert probe.returncode != 0, f"the user that runs snakemake can write to {locked}: nothing would be proven"
     config = standin_config(workdir)
     config["results_dir"] = str(locked / "results")
     configfile = write_config(workdir / "c.yaml", config)
     command = [
-        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-        sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(workdir),
+        *prefix, sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(workdir),
         "--cores", "1", "--configfile", str(configfile),
     ]  # fmt: skip
     environment = {**os.environ, "HOME": str(workdir), "XDG_CACHE_HOME": str(workdir / ".cache")}
