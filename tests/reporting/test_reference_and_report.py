@@ -30,7 +30,8 @@ def test_reference_comparison_in_percentage_points():
 
 @pytest.mark.slow
 def test_report_contains_tables_plots_and_config(tmp_path):
-    config = standin_config(tmp_path, reference={"source": "made-up paper", "standin": {"alpha": 75.0, "beta": 10.0}})
+    reference = {"source": "made-up paper", "standin": {"alpha": 75.0, "beta": 10.0}}
+    config = standin_config(tmp_path, reference=reference, standin={"batch_size": 5})  # one batch job per task
     configfile = write_config(tmp_path / "campaign.yaml", config)
     run_snakemake(tmp_path, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
     bench = tmp_path / "results" / "t" / "standin"
