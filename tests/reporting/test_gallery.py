@@ -17,7 +17,11 @@ pytestmark = pytest.mark.slow
 
 
 def test_summary_page_shows_up_to_three_failed_episodes_per_task(tmp_path):
-    config = standin_config(tmp_path, standin={"record_video": "failures", "episodes_per_task": 6, "max_steps": 15})
+    # two tasks of two batches each: failures gathered across batches, per task
+    section = {"suites": {"alpha": ["reach", "push"]}, "batch_size": 3}
+    config = standin_config(
+        tmp_path, standin={**section, "record_video": "failures", "episodes_per_task": 6, "max_steps": 15}
+    )
     configfile = write_config(tmp_path / "campaign.yaml", config)
     run_snakemake(tmp_path, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
     bench = tmp_path / "results" / "t" / "standin"

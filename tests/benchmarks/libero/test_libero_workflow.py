@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -16,26 +17,32 @@ pytestmark = [pytest.mark.libero, pytest.mark.slow, SKIP_WITHOUT_LIBERO]
 
 
 def test_partial_real_run_summarises_per_task_and_suite(tmp_path, capsys):
+    """Also what a job step's episodes look like from the real path: every trial through the stand-in policy server
+    (a separate process, over the openpi websocket) with the workflow's client, its record complete; and, on a
+    machine without a GPU driver, the worker's GPU id in CUDA_VISIBLE_DEVICES (3: no such EGL device here) is only
+    a label: LIBERO still renders on the CPU and the records keep the label."""
+    gpu_label = {} if os.path.exists("/proc/driver/nvidia") else {"CUDA_VISIBLE_DEVICES": "3"}
     config = {
         "run": "libero-mini",
         "policy": {"name": "standin-policy", "command": "{python} -m benchmarks.standin.policy_server --port {port}",
                    "startup_timeout_s": 60},
         "benchmarks": {"libero": {"suites": {"libero_spatial": [0], "libero_goal": [0]}, "episodes_per_task": 2,
-                                  "batch_size": 1, "max_steps": 3, "python": CONFIGURED}},
+                                  "batch_size": 2, "max_steps": 3, "python": CONFIGURED}},
     }  # fmt: skip
     configfile = write_config(tmp_path / "libero.yaml", config)
     common = ("--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
     run_dir = tmp_path / "results" / "libero-mini"
-    # Part of the campaign first: the first trial of every task; the status says partial.
-    first_trials = [
-        f"results/libero-mini/libero/batches/{suite}/0/0000-1.json" for suite in ("libero_spatial", "libero_goal")
-    ]
-    run_snakemake(tmp_path, "results/libero-mini/campaign.yaml", *first_trials, *common)  # targets before --configfile
+    # Part of the campaign first: the first task's batch; the status says partial.
+    first_task = "results/libero-mini/libero/batches/libero_spatial/0/0000-2.json"
+    targets = ("results/libero-mini/campaign.yaml", first_task)  # targets before --configfile
+    run_snakemake(tmp_path, *targets, *common, env=gpu_label)
     assert status_main([str(run_dir), "--workdir", str(tmp_path)]) == 1, "incomplete: exit status 1"
     out = capsys.readouterr().out
-    assert "2/4 batches done" in out and "PARTIAL" in out
+    assert "1/2 batches done" in out and "PARTIAL" in out
     # Then the rest: only the missing batches run, and the gather writes task and suite summaries.
-    run_snakemake(tmp_path, *common)
+    finished = (tmp_path / first_task).stat().st_mtime_ns
+    run_snakemake(tmp_path, *common, env=gpu_label)
+    assert (tmp_path / first_task).stat().st_mtime_ns == finished, "the finished batch is not evaluated again"
     tasks = pd.read_csv(run_dir / "libero" / "task_summary.csv")
     assert list(tasks.suite) == ["libero_spatial", "libero_goal"] and (tasks.episodes == 2).all()
     assert (tasks.status == "complete").all()
@@ -43,8 +50,17 @@ def test_partial_real_run_summarises_per_task_and_suite(tmp_path, capsys):
     assert tasks.instruction.str.startswith(("pick up", "open")).all(), list(tasks.instruction)
     assert "| libero_spatial | 0 | pick up the black bowl" in (run_dir / "libero" / "summary.md").read_text()
     # every batch ran in the LIBERO interpreter the config names, not in the workflow's
-    pythons = {json.loads(p.read_text())["worker"]["python"] for p in (run_dir / "libero" / "batches").rglob("*.json")}
-    assert pythons == {str(REPO / CONFIGURED)}
+    batches = [json.loads(p.read_text()) for p in sorted((run_dir / "libero" / "batches").rglob("*.json"))]
+    assert {batch["worker"]["python"] for batch in batches} == {str(REPO / CONFIGURED)}
+    if gpu_label:
+        assert {batch["worker"]["gpu"] for batch in batches} == {"3"}
+    assert [record["index"] for batch in batches for record in batch["episodes"]] == [0, 1, 0, 1]
+    for record, batch_s in [(record, batch["duration_s"]) for batch in batches for record in batch["episodes"]]:
+        assert record["setup"] == {"init_state_index": record["index"]} and record["seed"] == 7
+        assert record["error"] is None and isinstance(record["success"], bool)
+        assert record["steps"] == 3 or record["success"]
+        assert record["extra"]["max_steps"] == 3 and record["extra"]["max_steps_override"] is True
+        assert len(record["extra"]["first_frame_sha256"]) == 64 and 0 < record["duration_s"] <= batch_s
     suites = pd.read_csv(run_dir / "libero" / "suite_summary.csv")
     assert list(suites.suite) == ["libero_spatial", "libero_goal", "average"]
     assert suites.episodes.iloc[:2].sum() == 4
