@@ -62,7 +62,7 @@ format: venv
 	$(BIN)/snakefmt workflow
 
 test: lint libero-env test-tools py310-env
-	$(BIN)/python -m pytest -ra
+	$(BIN)/python -m pytest -ra --durations=30
 
 test-fast: venv
 	$(BIN)/python -m pytest -ra -m "not slow"

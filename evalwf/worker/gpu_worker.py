@@ -196,6 +196,7 @@ class GpuWorker:
                     log(f"idle for {idle_for:.0f}s (--idle-timeout {self.idle_timeout:g}); stopping")
                     self.stop.set()
         self.server.server.stop()
+        self.steps.discard_all()  # the spares of slots left waiting for the server, and those still being stopped
         self.status.write("stopped")
         log(f"stopped: {self.status.counts}, policy server loads {self.server.server.loads}")
         return 0
@@ -204,7 +205,7 @@ class GpuWorker:
         """Told to stop by a signal, with no child of this worker still stopping (job steps, the policy server),
         STOP_EXIT_S after the signal and STOP_HAND_BACK_S after the last job step: what the slots still wait for is
         the server."""
-        if self.stop_requested_at is None or not policy_stopped_at or self.steps.running():
+        if self.stop_requested_at is None or not policy_stopped_at or self.steps.stopping():
             return False
         now = time.monotonic()
         return now - self.stop_requested_at > STOP_EXIT_S and now - self.steps.ended_at() > STOP_HAND_BACK_S

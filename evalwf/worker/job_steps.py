@@ -31,25 +31,53 @@ class JobSteps:
         self.spares: dict[int, SpareStep] = {}  # slot -> its next job step's pre-imported guardian
         self.steps: dict[int, GuardedProcess] = {}  # slot -> its running job step
         self.last_step_end = 0.0
+        self.discarding = 0  # spares being stopped right now (each takes up to a few seconds to exit)
         self.lock = threading.Lock()
 
     def prepare_spare(self, slot: int, workdir: str, preload_after_s: float = 0.0) -> None:
         """Start the slot's next job-step guardian, which imports Snakemake before the slot's next task arrives."""
-        if not self.warm or self.stop.is_set() or slot in self.spares:
-            return
-        try:
-            self.spares[slot] = SpareStep(cwd=workdir, grace_s=STEP_GRACE_S, preload_after_s=preload_after_s)
-        except OSError as error:
-            log(f"slot {slot}: no warm job step ({error}); job steps start cold")
+        with self.lock:
+            if not self.warm or self.stop.is_set() or slot in self.spares:
+                return
+            try:
+                self.spares[slot] = SpareStep(cwd=workdir, grace_s=STEP_GRACE_S, preload_after_s=preload_after_s)
+            except OSError as error:
+                log(f"slot {slot}: no warm job step ({error}); job steps start cold")
 
     def discard_spare(self, slot: int) -> None:
-        spare = self.spares.pop(slot, None)
-        if spare is not None:
+        with self.lock:
+            spare = self.spares.pop(slot, None)
+        self._discard(spare)
+
+    def discard_all(self) -> None:
+        """Stop and reap every spare still waiting (the worker exits next): one left behind would outlive the worker
+        and, exiting, stay a zombie wherever PID 1 does not reap."""
+        with self.lock:
+            spares, self.spares = list(self.spares.values()), {}
+        for spare in spares:
+            self._discard(spare)
+        while self.stopping():
+            time.sleep(0.05)
+
+    def _discard(self, spare: SpareStep | None) -> None:
+        if spare is None:
+            return
+        with self.lock:
+            self.discarding += 1
+        try:
             spare.discard()
+        finally:
+            with self.lock:
+                self.discarding -= 1
 
     def running(self) -> bool:
         with self.lock:
             return any(step.poll() is None for step in self.steps.values())
+
+    def stopping(self) -> bool:
+        """A job step still runs or a spare is still being stopped: a process of ours the worker must wait for."""
+        with self.lock:
+            return self.discarding > 0 or any(step.poll() is None for step in self.steps.values())
 
     def ended_at(self) -> float:
         """When the last job step ended (monotonic; 0 before any)."""
@@ -95,7 +123,8 @@ class JobSteps:
     def _launch_from_spare(
         self, slot: int, step: JobStep, env: dict[str, str], log_path: Path
     ) -> GuardedProcess | None:
-        spare = self.spares.pop(slot, None)
+        with self.lock:
+            spare = self.spares.pop(slot, None)
         if spare is None:
             return None
         if spare.alive() and step.argv[:3] == [sys.executable, "-m", "snakemake"]:
@@ -104,5 +133,5 @@ class JobSteps:
                 return GuardedProcess.adopt(process, step.argv, log_path)
             except OSError as error:
                 log(f"slot {slot}: warm job step unavailable ({error}); starting it cold")
-        spare.discard()
+        self._discard(spare)
         return None

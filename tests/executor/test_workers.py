@@ -50,11 +50,15 @@ def running(pid: int) -> bool:
 
 
 def describe(pid: int) -> str:
+    """Its parent, state and command line, read while it runs (a zombie's command line is empty)."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read()[:120]
+            state, ppid, pgrp = handle.read().rsplit(")", 1)[1].split()[:3]
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return "gone"
+    return f"state {state} parent {ppid} group {pgrp}: {argv[:200]}"
 
 
 def status_of(log_dir: Path) -> dict:
@@ -112,11 +116,11 @@ def test_sigterm_hands_the_batch_back_and_another_worker_finishes_it(labtasker_u
     try:
         wait_batch_running(workdir)
         (running_id,) = status_of(first_logs)["running"]
-        doomed = descendants(first.pid)
+        doomed = {pid: describe(pid) for pid in descendants(first.pid)}
         assert len(doomed) >= 3  # job step guardian + job step + policy server (guardian + server)
         first.send_signal(signal.SIGTERM)
         assert first.wait(60) == 0
-        survivors = [(pid, describe(pid)) for pid in doomed if alive(pid)]
+        survivors = [(doomed[pid], describe(pid)) for pid in doomed if alive(pid)]
         assert not survivors, f"processes of the stopped worker survived: {survivors}"
         task = client.get_task(running_id)
         assert (task.status, task.attempt) == ("pending", 0), "the task must be handed back uncharged"
