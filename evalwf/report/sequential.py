@@ -12,7 +12,8 @@ inequality of arithmetic and geometric means one bet shared by the tasks wins in
 their mean), so by Ville's inequality P(sup_c K_ji(c) >= 1/a) <= a: it may be read after every round, and a policy
 that left the race keeps its last value. `decide_drops` turns these into drops, corrected for the number of policies;
 `confidence_sequence` inverts the hedged two-sided bet into an anytime-valid interval for delta_ji (Waudby-Smith and
-Ramdas, JRSS B 2024). Arrays may carry leading dimensions (many simulated sweeps at once: scripts/bench_adaptive.py).
+Ramdas, JRSS B 2024); `surely_continuing` names the policies that no outcome of the coming round can drop, whose
+next round may start before the decision. Arrays may carry leading dimensions (many simulated sweeps at once: scripts/bench_adaptive.py).
 """
 
 from __future__ import annotations
@@ -33,20 +34,20 @@ DROP_RULES = ("worse-than-best", "worse-than-baseline")
 def bet_sizes(differences: np.ndarray, margin: float | np.ndarray, sign: float = 1.0) -> np.ndarray:
     """The predictable aGRAPA bet of every cycle on sign * (D - margin) > 0: (..., cycles, tasks) -> (..., cycles).
 
-    lambda = edge / (variance + edge^2) from the running mean and variance of D over the cycles BEFORE each cycle
-    (Waudby-Smith and Ramdas, section 5), clipped to [0, cap]; cap keeps every factor at or above 1 - LAMBDA_CAP."""
-    margin = np.asarray(margin, dtype=float)[..., None]
-    tasks = differences.shape[-1]
-    per_cycle = differences.sum(axis=-1)
-    squares = (differences * differences).sum(axis=-1)
-    before = np.cumsum(per_cycle, axis=-1) - per_cycle
-    squares_before = np.cumsum(squares, axis=-1) - squares
-    count = tasks * np.arange(differences.shape[-2], dtype=float) + PRIOR_WEIGHT
-    mean = (before + PRIOR_WEIGHT * margin) / count
-    variance = np.maximum((squares_before + PRIOR_WEIGHT * (margin * margin + 0.25)) / count - mean * mean, 1e-6)
-    edge = sign * (mean - margin)
+    aGRAPA (Waudby-Smith and Ramdas, section 5) bets edge / (variance + edge^2), from the running mean and variance
+    of D over the cycles BEFORE each cycle with PRIOR_WEIGHT pseudo-episodes at mean `margin`, variance 1/4. That
+    is exactly sign * A / (B + PRIOR_WEIGHT / 4) with A = sum (D - margin) and B = sum (D - margin)^2 over the
+    earlier episodes (docs/adaptive.md derives it), the form computed here: a bet depends on the earlier episodes
+    only through A and B, which is what bounds the next round's outcomes (`surely_continuing`). Clipped to
+    [0, cap]; cap keeps every factor at or above 1 - LAMBDA_CAP."""
+    margin = np.asarray(margin, dtype=float)
+    excess = differences - margin[..., None, None]
+    # sums over the cycles before each one (a zero first, not cumsum minus itself: the rounding of a later cycle
+    # must not reach an earlier bet)
+    sums = np.stack([excess.sum(axis=-1), (excess * excess).sum(axis=-1)])
+    before, squares_before = np.cumsum(np.concatenate([np.zeros_like(sums[..., :1]), sums[..., :-1]], -1), -1)
     cap = LAMBDA_CAP / np.maximum(1.0 + sign * margin, LAMBDA_CAP)
-    return np.clip(edge / (variance + edge * edge), 0.0, cap)
+    return np.clip(sign * before / (squares_before + PRIOR_WEIGHT / 4.0), 0.0, cap[..., None])
 
 
 def log_capital(differences: np.ndarray, margin: float | np.ndarray, sign: float = 1.0) -> np.ndarray:
@@ -172,6 +173,21 @@ class Verdict:
         return math.exp(min(self.log_e_value, 700.0))
 
 
+def _stopped(outcomes: dict[str, np.ndarray], margin: float) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The policies' names, cycles evaluated, outcomes padded to (M, cycles, tasks) and stopped log K_ji (M, M)."""
+    names = list(outcomes)
+    tasks = {array.shape[1] for array in outcomes.values() if np.ndim(array) == 2}
+    if len(tasks) != 1 or any(np.ndim(array) != 2 for array in outcomes.values()):
+        raise ValueError("every policy's outcomes must be (cycles, tasks) over the same tasks")
+    evaluated = np.array([outcomes[name].shape[0] for name in names])
+    padded = np.zeros((len(names), int(evaluated.max()), tasks.pop()))
+    for index, name in enumerate(names):
+        padded[index, : evaluated[index]] = outcomes[name]
+    if not evaluated.any():  # nothing evaluated yet: every capital is still 1
+        return names, evaluated, padded, np.zeros((len(names), len(names)))
+    return names, evaluated, padded, stopped_log_e_values(pairwise_log_capital(padded, margin), evaluated)
+
+
 def decide(
     outcomes: dict[str, np.ndarray],
     racing: list[str],
@@ -186,17 +202,9 @@ def decide(
     `outcomes[name]`: (cycles evaluated, tasks) 0/1 success of every policy of the sweep, those dropped earlier
     included (for the cycles they reached): M counts all of them, so the correction is the one fixed when the
     sweep began."""
-    names = list(outcomes)
-    if len(names) < 2:
+    if len(outcomes) < 2:
         return {}
-    tasks = {array.shape[1] for array in outcomes.values() if np.ndim(array) == 2}
-    if len(tasks) != 1 or any(np.ndim(array) != 2 for array in outcomes.values()):
-        raise ValueError("every policy's outcomes must be (cycles, tasks) over the same tasks")
-    evaluated = np.array([outcomes[name].shape[0] for name in names])
-    padded = np.zeros((len(names), int(evaluated.max()), tasks.pop()))
-    for index, name in enumerate(names):
-        padded[index, : evaluated[index]] = outcomes[name]
-    stopped = stopped_log_e_values(pairwise_log_capital(padded, margin), evaluated)
+    names, _, _, stopped = _stopped(outcomes, margin)
     base = names.index(baseline)
     log_e = null_log_e_values(stopped, drop, base)
     threshold = log_threshold(drop, len(names), alpha)
@@ -210,3 +218,63 @@ def decide(
         strongest = baseline if drop == "worse-than-baseline" else names[int(column.argmax())]
         verdicts[name] = Verdict(name, bool(drops[index]), float(log_e[index]), threshold, strongest)
     return verdicts
+
+
+# How far below the threshold a certified policy's largest possible e-value must stay: the decision recomputes the
+# same sums in floating point, so a bound equal to the threshold up to rounding is no proof.
+CERTIFY_SLACK = 1e-9
+
+
+def largest_null_log_e_values(
+    outcomes: dict[str, np.ndarray], racing: list[str], coming_cycles: int, *, drop: str, margin: float, baseline: str
+) -> np.ndarray:
+    """The largest log e-value each policy's null can reach after `coming_cycles` more cycles of the `racing`
+    policies, over every outcome those cycles can have: (M,) in the order of `outcomes`.
+
+    Exact, not a heuristic (docs/adaptive.md proves it): a pair's capital K_ji is largest when j succeeds and i
+    fails on every coming episode (each such outcome raises its own factor and every later bet, and with every
+    later episode a success a larger bet only gains), and that one outcome, every challenger succeeding where
+    policy i fails, is the largest for all pairs (j, i) at once, so also for their mean (worse-than-best). A pair
+    with a policy not racing is stopped and keeps its value."""
+    names, evaluated, padded, stopped = _stopped(outcomes, margin)
+    moving = [names.index(name) for name in racing]
+    if len({int(evaluated[index]) for index in moving}) > 1:
+        raise ValueError("every racing policy must have been evaluated in the same cycles (every round so far)")
+    if coming_cycles > 0 and len(moving) > 1:
+        shared = padded[moving, : int(evaluated[moving].max())]
+        differences = shared[:, None] - shared[None, :]
+        best = np.ones((*differences.shape[:2], coming_cycles, differences.shape[-1]))
+        extended = np.concatenate([differences, best], axis=-2)
+        largest = log_capital(extended, margin)[..., -1]
+        rows, columns = np.meshgrid(moving, moving, indexing="ij")
+        stopped = stopped.copy()
+        stopped[rows, columns] = np.where(np.eye(len(moving), dtype=bool), 0.0, largest)
+    return null_log_e_values(stopped, drop, names.index(baseline))
+
+
+def surely_continuing(
+    outcomes: dict[str, np.ndarray],
+    racing: list[str],
+    coming_cycles: int,
+    *,
+    alpha: float,
+    drop: str,
+    margin: float,
+    baseline: str,
+) -> list[str]:
+    """The `racing` policies that the decision after `coming_cycles` more cycles cannot drop, whatever those
+    cycles' outcomes: their null's largest e-value (`largest_null_log_e_values`) stays below the threshold, or
+    (worse-than-baseline) they are the baseline. Their next round may run before that decision is taken: it
+    would be planned for them anyway. The guard that keeps the last policy of a race only removes drops, so it
+    is left out (this may certify fewer policies, never a wrong one)."""
+    if len(outcomes) < 2:
+        return list(racing)
+    names = list(outcomes)
+    largest = largest_null_log_e_values(outcomes, racing, coming_cycles, drop=drop, margin=margin, baseline=baseline)
+    threshold = log_threshold(drop, len(names), alpha)
+    return [
+        name
+        for name in racing
+        if (drop == "worse-than-baseline" and name == baseline)
+        or largest[names.index(name)] < threshold - CERTIFY_SLACK
+    ]
