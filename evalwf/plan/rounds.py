@@ -81,6 +81,12 @@ def read_continuing(path: str | Path) -> list[str]:
     return list(json.loads(Path(path).read_text(encoding="utf-8"))["continuing"])
 
 
+def read_surely_continuing(path: str | Path) -> list[str]:
+    """The policies whose round after next a written decision lets start before the next decision (none in a
+    decision written before it said so)."""
+    return list(json.loads(Path(path).read_text(encoding="utf-8")).get("surely_continuing", []))
+
+
 def planned_batches(
     campaign: Campaign,
     benchmark: str,

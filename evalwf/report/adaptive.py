@@ -5,6 +5,8 @@ finished rounds: Snakemake runs the job once its round's batches exist), decides
 which racing policies stop, and writes round-<r>.json: the policies that continue and, for every policy dropped so
 far, when and why (its e-value against the threshold, and the anytime-valid interval of its difference to the
 reference). Decisions depend only on finished rounds' outcomes, so the same campaign reaches the same decisions.
+It also names the continuing policies that no outcome of the next round can drop (`surely_continuing`): the
+workflow plans the round after next for them at once, so workers need not idle while a round drains.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from evalwf.plan.campaign import Campaign
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
 from evalwf.plan.rounds import AdaptiveSettings, decision_path, round_batches, round_count, round_end
-from evalwf.report.sequential import confidence_sequence, decide
+from evalwf.report.sequential import confidence_sequence, decide, surely_continuing
 
 
 def policy_outcomes(campaign: Campaign, benchmark: str, policy: str, rounds: int) -> np.ndarray:
@@ -76,6 +78,35 @@ def anytime_intervals(
     return reference, level, intervals
 
 
+def surely_continuing_after(
+    campaign: Campaign, benchmark: str, round_index: int, outcomes: dict[str, np.ndarray], racing: list[str]
+) -> list[str]:
+    """The policies `racing` in round `round_index` that its decision cannot drop, whatever the round's outcomes,
+    from `outcomes` of every policy before it: all when the round ends before min_episodes (its decision drops
+    nobody), else those evalwf.report.sequential.surely_continuing certifies. Their round `round_index` + 1 would
+    be planned after that decision anyway, so it may be planned now."""
+    settings = AdaptiveSettings.of(campaign.config)
+    assert settings is not None
+    if round_end(campaign, benchmark, round_index) < settings.min_episodes:
+        return list(racing)
+    return surely_continuing(
+        outcomes,
+        racing,
+        round_end(campaign, benchmark, round_index) - round_end(campaign, benchmark, round_index - 1),
+        alpha=settings.alpha,
+        drop=settings.drop,
+        margin=settings.margin,
+        baseline=campaign.baseline_of(benchmark),
+    )
+
+
+def surely_continuing_from_start(campaign: Campaign, benchmark: str) -> list[str]:
+    """The policies whose round 1 may be planned with round 0: from the config alone (nothing is evaluated yet)."""
+    names = list(campaign.assignment[benchmark])
+    tasks = len(campaign.member(names[0]).tasks_of(benchmark))
+    return surely_continuing_after(campaign, benchmark, 0, {name: np.zeros((0, tasks)) for name in names}, names)
+
+
 def decide_round(campaign: Campaign, benchmark: str, round_index: int, output: str) -> dict[str, Any]:
     """Write round `round_index`'s decision to `output` (decision_path) and return it."""
     settings = AdaptiveSettings.of(campaign.config)
@@ -126,6 +157,12 @@ def decide_round(campaign: Campaign, benchmark: str, round_index: int, output: s
         "continuing": continuing,
         "dropped": history,
         "e_values": {name: round(verdict.e_value, 3) for name, verdict in verdicts.items()},
+        # whose round after next is planned now: no outcome of the next round can drop them
+        "surely_continuing": (
+            surely_continuing_after(campaign, benchmark, round_index + 1, outcomes, continuing)
+            if round_index + 2 < round_count(campaign, benchmark)
+            else []
+        ),
     }
     atomic_write_text(output, json.dumps(decision, indent=2) + "\n")
     return decision

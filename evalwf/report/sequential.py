@@ -13,7 +13,8 @@ their mean), so by Ville's inequality P(sup_c K_ji(c) >= 1/a) <= a: it may be re
 that left the race keeps its last value. `decide_drops` turns these into drops, corrected for the number of policies;
 `confidence_sequence` inverts the hedged two-sided bet into an anytime-valid interval for delta_ji (Waudby-Smith and
 Ramdas, JRSS B 2024); `surely_continuing` names the policies that no outcome of the coming round can drop, whose
-next round may start before the decision. Arrays may carry leading dimensions (many simulated sweeps at once: scripts/bench_adaptive.py).
+next round may start before the decision. Arrays may carry leading dimensions (many simulated sweeps at once:
+scripts/bench_adaptive.py).
 """
 
 from __future__ import annotations

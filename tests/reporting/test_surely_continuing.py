@@ -24,7 +24,7 @@ from evalwf.report.sequential import (
 def agrapa_from_mean_and_variance(differences: np.ndarray, margin: float, sign: float) -> np.ndarray:
     """The bet as Waudby-Smith and Ramdas write it: edge / (variance + edge^2) of the earlier cycles, with
     PRIOR_WEIGHT pseudo-episodes at mean `margin` and variance 1/4."""
-    cycles, tasks = differences.shape
+    cycles = differences.shape[0]
     bets = np.zeros(cycles)
     for cycle in range(cycles):
         seen = differences[:cycle].ravel()
