@@ -67,6 +67,20 @@ def decision_path(campaign: Campaign, benchmark: str, round_index: int) -> str:
     return str(campaign.comparison_dir(benchmark) / "rounds" / f"round-{round_index}.json")
 
 
+def early_round_path(campaign: Campaign, benchmark: str, round_index: int) -> str:
+    """What the early start of round `round_index` asked for (the workflow's target that plans it early)."""
+    return str(campaign.comparison_dir(benchmark) / "rounds" / f"early-{round_index}.txt")
+
+
+def early_round_targets(campaign: Campaign) -> list[str]:
+    """One early-start target per round from 1 on of every adaptive benchmark (round 0 starts at once)."""
+    return [
+        early_round_path(campaign, benchmark, round_index)
+        for benchmark in adaptive_benchmarks(campaign)
+        for round_index in range(1, round_count(campaign, benchmark))
+    ]
+
+
 def rounds_evaluated(rounds: int, policy: str, continuing_after: Callable[[int], list[str]]) -> int:
     """How many rounds `policy` is evaluated in: up to and including the first round after which it does not
     continue (all of them if it never stops). `continuing_after(r)` reads round r's decision."""

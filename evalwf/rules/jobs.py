@@ -221,6 +221,12 @@ def decide_round(campaign: Campaign, benchmark: str, round_index: int, output: s
     )
 
 
+def note_early_round(output: str, batches: list[str]) -> None:
+    """The early start of a round of an adaptive sweep: which batches it asked for (one path per line)."""
+    atomic_write_text(output, "".join(f"{path}\n" for path in batches))
+    log(f"{output}: {len(batches)} batches started before the previous round's decision")
+
+
 def evaluate_batch(campaign: PolicyCampaign, output: str) -> None:
     """Evaluate the planned batch whose result file is `output` (in the benchmark's interpreter)."""
     batches = {os.path.normpath(b.path): b for b in campaign.batches()}

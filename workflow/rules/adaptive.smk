@@ -23,3 +23,17 @@ checkpoint decide_round:
             int(wildcards.round),
             output[0],
         )
+
+
+# Round q's batches of the policies no outcome of round q - 1 can drop start as soon as decision q - 2 is written,
+# alongside round q - 1 (a final target; the file lists what it asked for).
+rule start_round_early:
+    input:
+        early_round_batches,
+    output:
+        f"{RESULTS}/{{run}}/comparison/{{benchmark}}/rounds/early-{{round}}.txt",
+    log:
+        f"{RESULTS}/{{run}}/comparison/{{benchmark}}/rounds/early-{{round}}.log",
+    localrule: True
+    run:
+        jobs.run_logged(log[0], jobs.note_early_round, output[0], list(input))

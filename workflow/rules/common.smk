@@ -17,8 +17,11 @@ from evalwf.plan.manifest import restore_cached_manifest
 from evalwf.plan.rounds import (
     adaptive_benchmarks,
     decision_path,
+    early_round_targets,
     planned_batches,
     read_continuing,
+    read_surely_continuing,
+    round_batches,
     round_count,
 )
 from evalwf.common.writable import check_writable
@@ -192,6 +195,28 @@ def decision_inputs(wildcards):
     return paths
 
 
+def early_round_batches(wildcards):
+    """Round q's batches of the policies that surely continue after decision q - 1 (no outcome of round q - 1 can
+    drop them), listed once decision q - 2 is written (round 1: from the config alone), so that they run
+    alongside round q - 1 instead of after its decision. They are the very batch files the policies' summaries
+    ask for later: nothing runs twice, and no decision waits for them."""
+    benchmark, round_index = wildcards.benchmark, int(wildcards.round)
+    if round_index == 1:
+        from evalwf.report.adaptive import surely_continuing_from_start
+
+        names = surely_continuing_from_start(CAMPAIGN, benchmark)
+    else:
+        decision = checkpoints.decide_round.get(
+            run=CAMPAIGN.run, benchmark=benchmark, round=str(round_index - 2)
+        )
+        names = read_surely_continuing(decision.output[0])
+    return [
+        batch.path
+        for name in names
+        for batch in round_batches(CAMPAIGN.member(name), benchmark, round_index)
+    ]
+
+
 def final_decision(benchmark):
     """The last round's decision holds every drop of the sweep (the last round itself needs none)."""
     return decision_path(CAMPAIGN, benchmark, round_count(CAMPAIGN, benchmark) - 2)
@@ -238,6 +263,7 @@ def all_summaries(wildcards):
             for path in policy_summaries(campaign)
         ]
         + comparisons
+        + early_round_targets(CAMPAIGN)
     )
 
 
