@@ -61,15 +61,24 @@ class Tally:
     dropped: int = 0
 
 
-def simulate_chunk(scenario: Scenario, args: argparse.Namespace, sweeps: int, rng: np.random.Generator) -> Tally:
-    """`sweeps` sweeps of the scenario at once, round by round, as the decision job decides them."""
-    policies, tasks, episodes = len(scenario.rates), args.tasks, args.episodes
+def draw_outcomes(
+    rates: np.ndarray, args: argparse.Namespace, sweeps: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-task success rates (sweeps, policies, tasks) around the policies' `rates`, and 0/1 outcomes
+    (sweeps, policies, episodes, tasks) whose latent difficulty the policies share with probability `coupling`."""
+    policies, tasks, episodes = len(rates), args.tasks, args.episodes
     offsets = rng.uniform(-args.spread, args.spread, size=(sweeps, 1, tasks))
-    rates = np.clip(scenario.rates[None, :, None] + offsets, 0.02, 0.98)  # (sweeps, policies, tasks)
+    task_rates = np.clip(rates[None, :, None] + offsets, 0.02, 0.98)
     shared = rng.uniform(size=(sweeps, 1, episodes, tasks))
     own = rng.uniform(size=(sweeps, policies, episodes, tasks))
     latent = np.where(rng.uniform(size=own.shape) < args.coupling, shared, own)
-    outcomes = (latent < rates[:, :, None, :]).astype(float)
+    return task_rates, (latent < task_rates[:, :, None, :]).astype(float)
+
+
+def simulate_chunk(scenario: Scenario, args: argparse.Namespace, sweeps: int, rng: np.random.Generator) -> Tally:
+    """`sweeps` sweeps of the scenario at once, round by round, as the decision job decides them."""
+    policies, tasks, episodes = len(scenario.rates), args.tasks, args.episodes
+    rates, outcomes = draw_outcomes(scenario.rates, args, sweeps, rng)
     pairwise = pairwise_log_capital(outcomes, scenario.margin)
     threshold = log_threshold(scenario.drop, policies, args.alpha)
     racing = np.ones((sweeps, policies), dtype=bool)
