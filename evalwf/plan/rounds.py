@@ -54,12 +54,16 @@ def round_end(campaign: Campaign, benchmark: str, round_index: int) -> int:
     return min((round_index + 1) * settings.round_episodes, campaign.section(benchmark)["episodes_per_task"])
 
 
-def round_batches(member: PolicyCampaign, benchmark: str, round_index: int) -> list[BatchPlan]:
-    """The batches of one policy's campaign that round `round_index` holds (a batch lies in one round: the
-    schema check makes round_episodes a multiple of batch_size)."""
-    settings = AdaptiveSettings.of(member.config)
+def batch_round(config: dict[str, Any], batch: BatchPlan) -> int:
+    """The round a batch lies in (one round: the schema check makes round_episodes a multiple of batch_size)."""
+    settings = AdaptiveSettings.of(config)
     assert settings is not None
-    return [b for b in member.batches(benchmark) if b.episodes.start // settings.round_episodes == round_index]
+    return batch.episodes.start // settings.round_episodes
+
+
+def round_batches(member: PolicyCampaign, benchmark: str, round_index: int) -> list[BatchPlan]:
+    """The batches of one policy's campaign that round `round_index` holds."""
+    return [b for b in member.batches(benchmark) if batch_round(member.config, b) == round_index]
 
 
 def decision_path(campaign: Campaign, benchmark: str, round_index: int) -> str:
@@ -114,6 +118,44 @@ def planned_batches(
     rounds = round_count(campaign, benchmark) if rounds is None else rounds
     evaluated = rounds_evaluated(rounds, policy, continuing_after)
     return [batch for r in range(evaluated) for batch in round_batches(member, benchmark, r)]
+
+
+def written_decisions(campaign: Campaign, benchmark: str) -> list[dict[str, Any]]:
+    """The decisions written so far, in round order (each one is taken only after the one before it)."""
+    decisions = []
+    for round_index in range(round_count(campaign, benchmark) - 1):
+        path = Path(decision_path(campaign, benchmark, round_index))
+        if not path.exists():
+            break
+        decisions.append(json.loads(path.read_text(encoding="utf-8")))
+    return decisions
+
+
+@dataclass(frozen=True)
+class RoundProgress:
+    """Where one policy of an adaptive benchmark stands by the decisions written so far."""
+
+    planned: int  # its rounds whose batches are planned (the later ones wait for a decision)
+    dropped_after: int | None  # the round after which it stopped, if it did
+
+
+def round_progress(
+    campaign: Campaign, benchmark: str, decisions: list[dict[str, Any]], first_early: list[str]
+) -> dict[str, RoundProgress]:
+    """Each policy's progress by the `decisions` written (written_decisions): a dropped one ran up to its round;
+    a racing one has the round after the last decision planned, and one more where that decision said it surely
+    continues (before any decision: `first_early`, the policies whose round 1 starts with round 0)."""
+    rounds = round_count(campaign, benchmark)
+    last = decisions[-1] if decisions else None
+    early = list(last.get("surely_continuing", [])) if last else first_early
+    progress = {}
+    for name in campaign.assignment[benchmark]:
+        dropped = last["dropped"].get(name) if last else None
+        if dropped:
+            progress[name] = RoundProgress(int(dropped["rounds"]), int(dropped["round"]))
+        else:
+            progress[name] = RoundProgress(min(rounds, len(decisions) + 1 + (name in early)), None)
+    return progress
 
 
 def written_batches(campaign: Campaign, benchmark: str, policy: str) -> set[str]:

@@ -24,12 +24,16 @@ from evalwf.plan.campaign import Campaign, PolicyCampaign
 from evalwf.plan.config import validate_config
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
+from evalwf.plan.rounds import RoundProgress, adaptive_benchmarks, batch_round, round_progress, written_decisions
 from evalwf.queue.resolver import resolve_queue
+from evalwf.report.adaptive import surely_continuing_from_start
 
 if TYPE_CHECKING:
     from evalwf.queue.endpoint import QueueEndpoint
 
 FAILED_STATES = ("failed", "cancelled", "invalid")
+# per adaptive benchmark: the decisions written so far, and each policy's standing by them
+AdaptiveRounds = dict[str, tuple[list[dict[str, Any]], dict[str, RoundProgress]]]
 EXIT_COMPLETE, EXIT_INCOMPLETE, EXIT_FAILED = 0, 1, 2
 
 
@@ -141,26 +145,54 @@ def batch_log_path(campaign: PolicyCampaign, batch: Any) -> Path:
     return logs / batch.ref.suite / batch.ref.task / f"{batch.episodes.label}.log"
 
 
+def adaptive_rounds(campaign: Campaign) -> AdaptiveRounds:
+    """Per adaptive benchmark, the decisions written so far and where each policy stands by them."""
+    rounds = {}
+    for benchmark in adaptive_benchmarks(campaign):
+        decisions = written_decisions(campaign, benchmark)
+        first_early = [] if decisions else surely_continuing_from_start(campaign, benchmark)
+        rounds[benchmark] = (decisions, round_progress(campaign, benchmark, decisions, first_early))
+    return rounds
+
+
 def batch_rows(
-    campaign: Campaign, states: dict[str, QueueTask] | None, workdir: Path | None = None
+    campaign: Campaign,
+    states: dict[str, QueueTask] | None,
+    workdir: Path | None = None,
+    rounds: AdaptiveRounds | None = None,
 ) -> list[dict[str, Any]]:
     """One row per planned batch: done (valid result file), invalid, or its queue state; failed and invalid
-    rows carry the reason and where to read more. Several policies: each policy's batches, as <policy>/<benchmark>."""
+    rows carry the reason and where to read more. Several policies: each policy's batches, as <policy>/<benchmark>.
+    An adaptive sweep's rows follow its decisions: a dropped policy's rounds after its drop are no work of the
+    run (no rows), and rounds not planned yet are `waiting` for a decision, not missing (`rounds`: adaptive_rounds,
+    read here when not given)."""
     if not campaign.multi:
-        return _policy_batch_rows(campaign.single(), states, workdir)
+        return _policy_batch_rows(campaign.single(), states, workdir, {})
+    rounds = adaptive_rounds(campaign) if rounds is None else rounds
     rows = []
     for name, member in campaign.members.items():
-        rows += [{**r, "benchmark": f"{name}/{r['benchmark']}"} for r in _policy_batch_rows(member, states, workdir)]
+        progress = {benchmark: policies[name] for benchmark, (_, policies) in rounds.items() if name in policies}
+        rows += [
+            {**r, "benchmark": f"{name}/{r['benchmark']}"}
+            for r in _policy_batch_rows(member, states, workdir, progress)
+        ]
     return rows
 
 
 def _policy_batch_rows(
-    campaign: PolicyCampaign, states: dict[str, QueueTask] | None, workdir: Path | None
+    campaign: PolicyCampaign,
+    states: dict[str, QueueTask] | None,
+    workdir: Path | None,
+    progress: dict[str, RoundProgress],
 ) -> list[dict[str, Any]]:
     rows = []
     for plan in campaign.tasks:
         manifest = None
+        standing = progress.get(plan.ref.benchmark)
         for batch in plan.batches:
+            round_index = batch_round(campaign.config, batch) if standing else None
+            if standing and standing.dropped_after is not None and round_index > standing.dropped_after:
+                continue  # a round its policy never runs
             row = {
                 "benchmark": plan.ref.benchmark,
                 "suite": plan.ref.suite,
@@ -170,6 +202,13 @@ def _policy_batch_rows(
                 "successes": 0,
                 "state": "not submitted",
             }
+            if standing:
+                row["round"] = round_index
+                row["dropped"] = (
+                    f"dropped after round {standing.dropped_after}" if standing.dropped_after is not None else ""
+                )
+                if round_index >= standing.planned:
+                    row["state"] = "waiting"  # for the decision after round_index - 1, unless it already ran
             if Path(batch.path).exists():
                 try:
                     manifest = manifest or load_manifest(plan.manifest_path, plan.manifest_hash)

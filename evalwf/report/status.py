@@ -32,7 +32,9 @@ from evalwf.queue.tls import connection_problem
 from evalwf.report.aggregate import wilson_interval
 from evalwf.report.run_state import (
     FAILED_STATES,
+    AdaptiveRounds,
     WorkerState,
+    adaptive_rounds,
     batch_rows,
     exit_code,
     load_run,
@@ -43,7 +45,10 @@ from evalwf.report.run_state import (
 
 
 def status_table(rows: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
+    """Rows grouped by `keys`; an adaptive sweep's tables add the batches `waiting` for a round's decision, and a
+    dropped policy's status says after which round it stopped."""
     table = []
+    adaptive = any("round" in row for row in rows)
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(row[k] for k in keys), []).append(row)
@@ -53,6 +58,7 @@ def status_table(rows: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
         successes, episodes = sum(m["successes"] for m in done), sum(m["episodes"] for m in done)
         low, high = wilson_interval(successes, episodes)
         complete = len(done) == len(members)
+        dropped = {m.get("dropped") for m in members} - {None, ""}
         table.append(
             {
                 **dict(zip(keys, key, strict=True)),
@@ -64,7 +70,9 @@ def status_table(rows: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
                 "pending": states["pending"],
                 "running": states["running"],
                 "failed": sum(states[s] for s in FAILED_STATES),
-                "status": "complete" if complete else "partial",
+                **({"waiting": states["waiting"]} if adaptive else {}),
+                # a dropped policy's numbers are partial whatever it finished (never a final score)
+                "status": ", ".join(sorted(dropped)) if dropped else "complete" if complete else "partial",
             }
         )
     return pd.DataFrame(table)
@@ -89,8 +97,8 @@ def with_average_rows(suites: pd.DataFrame) -> pd.DataFrame:
             "_rate": float(rates.mean()) if len(rates) else math.nan,
             "success/trials": f"{sum(s for s, _ in trials)}/{sum(n for _, n in trials)}",
             "done/total": f"{sum(d for d, _ in done)}/{sum(t for _, t in done)}",
-            **{c: int(rows[c].sum()) for c in ("pending", "running", "failed")},
-            "status": "complete" if (rows["status"] == "complete").all() else "partial",
+            **{c: int(rows[c].sum()) for c in ("pending", "running", "failed", "waiting") if c in rows},
+            "status": "complete" if (rows["status"] == "complete").all() else _shared_status(rows["status"]),
         }
         average["success_%"] = round(100 * average["_rate"], 1) if len(rates) else float("nan")
         average["ci95_%"] = ""
@@ -99,6 +107,28 @@ def with_average_rows(suites: pd.DataFrame) -> pd.DataFrame:
             average["ci95_%"] = f"{100 * low:.1f}-{100 * high:.1f}"
         parts.append(pd.DataFrame([average]))
     return pd.concat(parts, ignore_index=True)[list(suites.columns)].drop(columns="_rate")
+
+
+def _shared_status(statuses: pd.Series) -> str:
+    """An average row's status when not every suite is complete: the drop they share, else partial."""
+    return statuses.iloc[0] if statuses.nunique() == 1 and statuses.iloc[0].startswith("dropped") else "partial"
+
+
+def round_lines(rounds: AdaptiveRounds) -> list[str]:
+    """Per adaptive benchmark: the decisions written of those there will be, who races, who stopped when and why."""
+    lines = []
+    for benchmark, (decisions, progress) in rounds.items():
+        racing = [name for name, standing in progress.items() if standing.dropped_after is None]
+        lines.append(
+            f"{benchmark}: adaptive sweep, {len(decisions)} round decision(s) written; "
+            f"racing: {', '.join(racing) or 'none'}"
+        )
+        for name, record in (decisions[-1]["dropped"] if decisions else {}).items():
+            lines.append(
+                f"  {name} dropped after round {record['round']} ({record['episodes_per_task']} episodes per task): "
+                f"e-value {record['e_value']} >= {record['threshold']} against {record['against']}"
+            )
+    return lines
 
 
 def worker_rows(workers: list[WorkerState]) -> list[dict[str, Any]]:
@@ -155,20 +185,28 @@ def _age(stamp: str | None) -> str:
 
 
 def render(
-    campaign: Campaign, rows: list[dict[str, Any]], queue_known: bool, workers: list[dict[str, Any]] | None = None
+    campaign: Campaign,
+    rows: list[dict[str, Any]],
+    queue_known: bool,
+    workers: list[dict[str, Any]] | None = None,
+    rounds: AdaptiveRounds | None = None,
 ) -> tuple[str, pd.DataFrame, pd.DataFrame]:
     suites = with_average_rows(status_table(rows, ["benchmark", "suite"]))
     tasks = status_table(rows, ["benchmark", "suite", "task"]).drop(columns="_rate", errors="ignore")
     done = sum(r["state"] == "done" for r in rows)
     failed = [r for r in rows if r["state"] in FAILED_STATES]
+    waiting = sum(r["state"] == "waiting" for r in rows)
     header = f"run {campaign.run}: {done}/{len(rows)} batches done" + (
         "" if queue_known else " (no Labtasker queue found: pending/running/failed not known)"
     )
     if failed:
         header += f", {len(failed)} FAILED"
+    if waiting:
+        header += f", {waiting} waiting for a round's decision"
     if done < len(rows):
         header += " - PARTIAL numbers"
-    parts = [header, suites.to_string(index=False), tasks.to_string(index=False)]
+    parts = [header, *(["\n".join(round_lines(rounds))] if rounds else []), suites.to_string(index=False)]
+    parts.append(tasks.to_string(index=False))
     if workers:
         parts.append("workers:\n" + pd.DataFrame(workers).to_string(index=False))
     if failed:
@@ -209,10 +247,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"(Labtasker queue not reachable: {reason})", file=sys.stderr)
                 said.add(reason)
             states = None
-        rows = batch_rows(campaign, states, workdir)
-        text, suites, tasks = render(
-            campaign, rows, states is not None, worker_rows(read_workers(workdir, history=args.all))
-        )
+        rounds = adaptive_rounds(campaign) if campaign.multi else {}
+        rows = batch_rows(campaign, states, workdir, rounds)
+        workers = worker_rows(read_workers(workdir, history=args.all))
+        text, suites, tasks = render(campaign, rows, states is not None, workers, rounds)
         if args.watch and sys.stdout.isatty():
             print("\033[2J\033[H", end="")
         print(text, flush=True)
