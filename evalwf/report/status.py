@@ -4,12 +4,14 @@ Done batches and successes come from the result files (validated as for the summ
 failed batches come from the Labtasker queue (the embedded server of the workflow directory, or --url /
 $LABTASKER_URL), with the failure reason and the batch's log; workers come from their status.json files
 (<workflow>/.snakemake/labtasker/workers/*/status.json). Works while the campaign runs and after; numbers of an
-unfinished run are labelled partial. What the state is comes from evalwf/report/run_state.py; this module lays
-it out (tables, the workers table, the text).
+unfinished run are labelled partial. An adaptive sweep's decisions say what its policies evaluate: a dropped
+policy's rounds after its drop are no work of the run, and rounds no decision has planned yet are `waiting`. What
+the state is comes from evalwf/report/run_state.py; this module lays it out (tables, the workers table, the text).
 
-Exit status (for scripts): 0 every batch done and valid; 1 incomplete (batches pending, running or not
-submitted); 2 some batch failed, was cancelled or has an invalid result file. --watch N refreshes every N
-seconds and ends as soon as nothing is pending or running (complete, or only failed / unsubmitted work left).
+Exit status (for scripts): 0 every batch done and valid; 1 incomplete (batches pending, running, not submitted
+or waiting for a round's decision); 2 some batch failed, was cancelled or has an invalid result file. --watch N
+refreshes every N seconds and ends as soon as nothing is pending or running (complete, or only failed / unsubmitted
+work left).
 """
 
 from __future__ import annotations
