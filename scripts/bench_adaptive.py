@@ -10,8 +10,10 @@ with probability `coupling` (checkpoints of one run fail on the same hard scenes
 `round_episodes` episodes per task run for every policy still racing; after each round (from `min_episodes` on)
 the decision drops what its e-values allow. Printed per scenario: the share of episodes saved against evaluating
 everything, and the share of sweeps with a WRONG drop (a policy dropped although its null holds: worse-than-best,
-within the margin of the truly best; worse-than-baseline, within the margin of the baseline), with a 95 % Wilson
-upper bound. The flat scenarios are the type-I checks: every drop there is wrong.
+within the margin of the truly best; worse-than-baseline, within the margin of the baseline or better than it),
+with a 95 % Wilson upper bound. The flat scenarios are the type-I checks: every drop there is wrong; the last two
+put a policy within the margin below a baseline that is not the best, or exactly at the margin (one, or all nine:
+there every drop is wrong again, at the null's boundary).
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ from evalwf.report.stats import wilson_interval
 
 CURVE = np.linspace(0.40, 0.90, 10)  # ten checkpoints of a training run
 FLAT = np.full(10, 0.60)
+# a baseline that is not the best (70 %), with one policy within the 5 pp margin below it (67 %: its null holds, so
+# dropping it is wrong) or exactly at the margin (65 %: the null's boundary, where wrong drops are likeliest)
+WITHIN_MARGIN = np.array([0.70, 0.40, 0.45, 0.50, 0.55, 0.60, 0.67, 0.80, 0.85, 0.90])
+AT_MARGIN = np.array([0.70, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.80, 0.85, 0.90])
+ALL_AT_MARGIN = np.array([0.70, *[0.65] * 9])  # every drop wrong: the type-I check at the null's boundary
+# the null's boundary in floating point: a task mean exactly at the margin below its reference holds the null
+NULL_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,9 @@ SCENARIOS = (
     Scenario("flat 60 %", FLAT, "worse-than-best"),
     Scenario("curve, baseline = 90 %", CURVE[::-1].copy(), "worse-than-baseline"),
     Scenario("flat 60 %", FLAT, "worse-than-baseline"),
+    Scenario("baseline 70 %, one at 67 %, margin 5 pp", WITHIN_MARGIN, "worse-than-baseline", 0.05),
+    Scenario("baseline 70 %, one at 65 %, margin 5 pp", AT_MARGIN, "worse-than-baseline", 0.05),
+    Scenario("baseline 70 %, all others at 65 %, margin 5 pp", ALL_AT_MARGIN, "worse-than-baseline", 0.05),
 )
 
 
@@ -92,7 +104,7 @@ def simulate_chunk(scenario: Scenario, args: argparse.Namespace, sweeps: int, rn
         racing &= ~decide_drops(log_e, racing, threshold, scenario.drop, 0)
     task_mean = rates.mean(axis=-1)
     reference = task_mean.max(axis=-1) if scenario.drop == "worse-than-best" else task_mean[:, 0]
-    null_holds = task_mean >= reference[:, None] - scenario.margin
+    null_holds = task_mean >= reference[:, None] - scenario.margin - NULL_TOLERANCE
     dropped = ~racing
     return Tally(
         sweeps,
