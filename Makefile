@@ -61,11 +61,14 @@ format: venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/snakefmt workflow
 
+# One pytest worker per core (TEST_WORKERS=1: one process, in file order); a file's tests stay on one worker, so its
+# module fixtures (a finished run shared by its tests) are built once.
+TEST_WORKERS ?= 2
 test: lint libero-env test-tools py310-env
-	$(BIN)/python -m pytest -ra --durations=30
+	$(BIN)/python -m pytest -ra --durations=30 -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: venv
-	$(BIN)/python -m pytest -ra -m "not slow"
+	$(BIN)/python -m pytest -ra -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # Only the real-simulator tests, inside the LIBERO interpreter (make test runs them there too).
 test-libero: libero-env
