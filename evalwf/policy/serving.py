@@ -99,28 +99,37 @@ class RequestBatcher:
         """A closed connection is expected no more."""
         self.previous.discard(connection)
 
-    async def gather(self) -> list[_Pending]:
+    async def gather(self) -> tuple[list[_Pending], str]:
+        """The next batch and what closed it: "max_batch", "all_expected" (every connection it waits for is in) or
+        "max_wait" (the deadline passed first; a user tuning max_wait_ms reads how often in server_timing)."""
         batch = [await self.queue.get()]
         deadline = time.monotonic() + self.max_wait_s
+        closed_by = "max_batch"
         while len(batch) < self.max_batch:
             while len(batch) < self.max_batch and not self.queue.empty():
                 batch.append(self.queue.get_nowait())
-            expected = self.previous | {p.connection for p in batch}
+            if len(batch) >= self.max_batch:
+                break
+            if self.previous | {p.connection for p in batch} <= {p.connection for p in batch}:
+                closed_by = "all_expected"
+                break
             remaining = deadline - time.monotonic()
-            if len(batch) >= self.max_batch or expected <= {p.connection for p in batch} or remaining <= 0:
+            if remaining <= 0:
+                closed_by = "max_wait"
                 break
             try:
                 batch.append(await asyncio.wait_for(self.queue.get(), remaining))
             except asyncio.TimeoutError:  # noqa: UP041 (Python 3.10: simulator interpreters)
+                closed_by = "max_wait"
                 break
         self.previous = {p.connection for p in batch}
-        return batch
+        return batch, closed_by
 
     async def run(self) -> None:
         while True:
-            await self._answer(await self.gather())
+            await self._answer(*await self.gather())
 
-    async def _answer(self, batch: list[_Pending]) -> None:
+    async def _answer(self, batch: list[_Pending], closed_by: str = "alone") -> None:
         started = time.monotonic()
         try:
             replies = await asyncio.to_thread(self.policy.infer_batch, [p.observation for p in batch])
@@ -135,7 +144,12 @@ class RequestBatcher:
             return
         elapsed_ms = 1000 * (time.monotonic() - started)
         for pending, reply in zip(batch, replies, strict=True):
-            timing = {"infer_ms": elapsed_ms, "batch_size": len(batch), "queue_ms": 1000 * (started - pending.received)}
+            timing = {
+                "infer_ms": elapsed_ms,
+                "batch_size": len(batch),
+                "queue_ms": 1000 * (started - pending.received),
+                "closed_by": closed_by,
+            }
             if self.on_reply is not None:
                 self.on_reply(timing)
             _settle(pending, reply={**reply, "server_timing": timing})
@@ -171,7 +185,7 @@ async def serve_policy(
 ) -> None:
     """Serve `policy.infer(observation) -> reply dict` (and `infer_batch`, see the module docstring) until
     cancelled; `banner` is printed once listening. `on_reply` sees each reply's server timing (infer_ms,
-    queue_ms, batch_size): for measurements."""
+    queue_ms, batch_size, closed_by): for measurements."""
     batcher = RequestBatcher(policy, max_batch, max_wait_ms) if batching_enabled(policy, max_batch) else None
     if batcher is not None:
         batcher.on_reply = on_reply
@@ -184,7 +198,12 @@ async def serve_policy(
             reply = await asyncio.to_thread(policy.infer, observation)
         except Exception:
             raise _InferenceFailed(traceback.format_exc()) from None
-        timing = {"infer_ms": 1000 * (time.monotonic() - started), "batch_size": 1, "queue_ms": 0.0}
+        timing = {
+            "infer_ms": 1000 * (time.monotonic() - started),
+            "batch_size": 1,
+            "queue_ms": 0.0,
+            "closed_by": "alone",
+        }
         if on_reply is not None:
             on_reply(timing)
         return {**reply, "server_timing": timing}

@@ -30,6 +30,7 @@ from evalwf.worker.node_gate import NodeGate
 from evalwf.worker.policy_breaker import WorkerBreakers
 from evalwf.worker.policy_server import GuardedPolicyServer
 from evalwf.worker.reporting import QueueReports
+from evalwf.worker.server_waits import ServerWaits
 from evalwf.worker.shared_server import SharedPolicyServer
 from evalwf.worker.status_file import WorkerStatus
 from evalwf.worker.task_run import TaskRun
@@ -38,7 +39,9 @@ from evalwf.worker.task_run import TaskRun
 # or not every slot has heard back from the server: a request to a hung server would block a slot for the client's
 # 15 s timeout. A task whose hand-back did not get through comes back when its lease expires.
 STOP_EXIT_S = 2.0
-STOP_HAND_BACK_S = 1.5  # ... and at least this long after the last job step ended (its hand-back: one request)
+# ... and only a slot whose request has waited this long for the server (a healthy one answers within it, also on a
+# loaded machine); a slot busy with its own work (stopping its job step, handing its task back) is waited for
+STOP_HAND_BACK_S = 1.5
 # Labtasker's claim has no filter: a task of a campaign this worker does not serve is handed back at once, and the
 # slot then waits this long (doubling up to the maximum) before claiming again, so that workers allowed there get it.
 FOREIGN_BACKOFF_S = (1.0, 10.0)
@@ -87,6 +90,7 @@ class GpuWorker:
         self.last_busy = time.monotonic()
         self.check_configs = list(getattr(options, "configfile", None) or [])  # checked at start (--configfile)
         self.steps = JobSteps(self.stop, warm=not options.cold_job_steps)
+        self.waits = ServerWaits()  # the slots' requests to the server, timed
         self.reports = QueueReports(self.client, self._recover_server, lambda: self.stop_requested_at)
         self.tasks = TaskRun(
             worker_id=self.worker_id,
@@ -181,7 +185,7 @@ class GpuWorker:
                 if time.monotonic() - stop_seen_at > 2.0 or not self.steps.running():
                     self.server.server.stop()  # unblock a slot waiting for a policy server to come up
                     policy_stopped_at = policy_stopped_at or time.monotonic()
-                if self._leave_blocked_slots(policy_stopped_at):
+                if self._leave_blocked_slots(policy_stopped_at, [t for t in threads if t.is_alive()]):
                     self.left_blocked_slots = True
                     blocked = sum(t.is_alive() for t in threads)
                     log(
@@ -201,14 +205,15 @@ class GpuWorker:
         log(f"stopped: {self.status.counts}, policy server loads {self.server.server.loads}")
         return 0
 
-    def _leave_blocked_slots(self, policy_stopped_at: float) -> bool:
-        """Told to stop by a signal, with no child of this worker still stopping (job steps, the policy server),
-        STOP_EXIT_S after the signal and STOP_HAND_BACK_S after the last job step: what the slots still wait for is
-        the server."""
+    def _leave_blocked_slots(self, policy_stopped_at: float, slots: list[threading.Thread]) -> bool:
+        """Told to stop by a signal, with no child of this worker still stopping (job steps, spares, the policy
+        server), STOP_EXIT_S after the signal, and every slot still running waiting for the server's reply for
+        STOP_HAND_BACK_S: the server hangs, and its tasks come back when their leases expire."""
         if self.stop_requested_at is None or not policy_stopped_at or self.steps.stopping():
             return False
-        now = time.monotonic()
-        return now - self.stop_requested_at > STOP_EXIT_S and now - self.steps.ended_at() > STOP_HAND_BACK_S
+        if time.monotonic() - self.stop_requested_at <= STOP_EXIT_S:
+            return False
+        return all(self.waits.waiting_for(slot) > STOP_HAND_BACK_S for slot in slots)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         if not self.stop.is_set():
@@ -219,7 +224,7 @@ class GpuWorker:
     def _slot_loop(self, slot: int) -> None:
         from labtasker import APIError, LabtaskerError
 
-        client = self.client()
+        client = self.waits.track(self.client())
         backoff = 0.2
         foreign_backoff = 0.0
         run_id = _run_id()
@@ -242,7 +247,7 @@ class GpuWorker:
                     log(f"slot {slot}: claim failed (server unreachable?): {error}")
                     if self._recover_server():
                         client.close()
-                        client = self.client()
+                        client = self.waits.track(self.client())
                     self.stop.wait(min(self.poll_max, 5.0))
                     continue  # same run_id: a claim that went through server-side is returned again
                 run_id = _run_id()

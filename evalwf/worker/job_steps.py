@@ -30,7 +30,6 @@ class JobSteps:
         self.warm = warm  # start steps from spares (else every step is a fresh `python -m snakemake`)
         self.spares: dict[int, SpareStep] = {}  # slot -> its next job step's pre-imported guardian
         self.steps: dict[int, GuardedProcess] = {}  # slot -> its running job step
-        self.last_step_end = 0.0
         self.discarding = 0  # spares being stopped right now (each takes up to a few seconds to exit)
         self.lock = threading.Lock()
 
@@ -79,11 +78,6 @@ class JobSteps:
         with self.lock:
             return self.discarding > 0 or any(step.poll() is None for step in self.steps.values())
 
-    def ended_at(self) -> float:
-        """When the last job step ended (monotonic; 0 before any)."""
-        with self.lock:
-            return self.last_step_end
-
     def run(self, slot: int, step: JobStep, env: dict[str, str], log_path: Path, revoked: threading.Event) -> int | str:
         """The step's exit status, or "stopped" (the worker stops) or "revoked" (its task is no longer ours)."""
         if self.stop.is_set():
@@ -109,7 +103,6 @@ class JobSteps:
         finally:
             with self.lock:
                 self.steps.pop(slot, None)
-                self.last_step_end = time.monotonic()
 
     def _launch(self, slot: int, step: JobStep, env: dict[str, str], log_path: Path) -> GuardedProcess:
         """The job step under a guardian: the slot's spare (Snakemake already imported) when it has one. The next

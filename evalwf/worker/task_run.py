@@ -131,8 +131,10 @@ class TaskRun:
                 outcome = self._start_step(client, claim, slot, step, env, log_path, revoked)
         finally:
             revoked.set()  # also stops the heartbeat thread
+        try:  # reported first: a heartbeat still waiting for a slow server must not delay a stopping worker's hand-back
+            self._report_outcome(client, claim, slot, step, outcome, log_path, round(time.monotonic() - started, 3))
+        finally:
             heartbeat.join(5)
-        self._report_outcome(client, claim, slot, step, outcome, log_path, round(time.monotonic() - started, 3))
         return True
 
     def _report_outcome(

@@ -99,17 +99,18 @@ def concurrently(endpoint: str, requests: list[dict[str, Any]], rounds: int = 1)
 
 def test_concurrent_requests_arrive_as_one_batch_and_replies_go_to_their_connection():
     policy = RecordingPolicy(forward_s=0.05)
-    with running(policy, max_batch=8, max_wait_ms=2000) as endpoint:  # long: a batch closes when all 4 are in
-        started = time.monotonic()
+    # the first round may wait its max_wait_ms out (a slot answered alone waits at the barrier for the others,
+    # which wait for it): long enough for any load to gather 4 requests, short for the test
+    with running(policy, max_batch=8, max_wait_ms=2000) as endpoint:
         replies = concurrently(endpoint, [{"id": i} for i in range(4)], rounds=5)
-        elapsed = time.monotonic() - started
     assert [r["id"] for r in replies] == [0, 1, 2, 3]
     assert [float(r["actions"][0, 0]) for r in replies] == [0.0, 1.0, 2.0, 3.0]
     assert [0, 1, 2, 3] in [sorted(batch) for batch in policy.batches], policy.batches
     assert sorted(policy.batches[-1]) == [0, 1, 2, 3], "slots that came back together stay in one batch"
     assert sum(map(len, policy.batches)) == 20 and policy.singles == 0
     assert replies[0]["server_timing"]["batch_size"] == 4
-    assert elapsed < 2.0 * 3, "batches waited out max_wait_ms although every expected connection was in"
+    closed_by = {r["server_timing"]["closed_by"] for r in replies}
+    assert closed_by == {"all_expected"}, f"the last batch closed by {closed_by}, not once every connection was in"
 
 
 def test_max_batch_bounds_a_batch_and_sequential_requests_stay_in_order():

@@ -90,10 +90,30 @@ def start_short_lease_server(
     return server, f"http://127.0.0.1:{port}"
 
 
+def kill_server(root: Path) -> None:
+    """Kill a test's server outright: its database is thrown away, and `labtasker-server stop` waits out a 30 s
+    graceful deadline while any client of the session (this process's included) still holds a connection."""
+    from evalwf.queue.embedded_server import server_status
+
+    pid = server_status(root).get("pid")
+    if not isinstance(pid, int):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not process_running(pid), 30, f"the killed Labtasker server (pid {pid}) to be gone")
+
+
+def process_running(pid: int) -> bool:
+    """Alive and not a zombie (a daemon's parent is PID 1, which may never reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="session")
 def labtasker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from evalwf.queue.embedded_server import stop_embedded_server
-
     root = tmp_path_factory.mktemp("labtasker") / "server"
     token = secrets.token_urlsafe(32)
     url = start_url_server(root, token)
@@ -102,7 +122,7 @@ def labtasker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     previous = os.environ.get("LABTASKER_TOKEN")
     os.environ["LABTASKER_TOKEN"] = token
     yield url
-    stop_embedded_server(root)
+    kill_server(root)
     if previous is None:
         os.environ.pop("LABTASKER_TOKEN", None)
     else:

@@ -2,10 +2,6 @@
 subprocesses, real `snakemake` runs and real signals.
 
 Cases already proven elsewhere are not repeated here (docs/faults.md):
-- worker SIGTERM mid-batch:
-  tests/executor/test_workers.py::test_sigterm_hands_the_batch_back_and_another_worker_finishes_it
-- worker kill -9, its children die:
-  tests/executor/test_workers.py::test_kill_9_of_a_worker_kills_its_job_step_and_policy_server
 - snakemake kill -9, then the same command:
   tests/executor/test_campaign.py::test_killed_snakemake_rerun_reattaches_and_finishes_on_the_embedded_server
 - dead proxy variables exported:
@@ -174,35 +170,65 @@ def workdir_with(tmp_path: Path, section: dict, **overrides) -> tuple[Path, Path
 # -- a worker stopped mid-batch --------------------------------------------------------------------------------
 
 
-def test_ctrl_c_of_a_worker_hands_the_batch_back_uncharged_and_kills_its_children(
+def stop_mid_batch(worker: subprocess.Popen, log_dir: Path, workdir: Path, client, send, log_start: int = 0) -> None:
+    """Stop `worker` with `send(worker)` while its batch runs: it exits 0 within seconds, none of its processes
+    (job-step guardians, the job step, spares, the policy server's guardian and server) is left, not even as a
+    zombie (a PID 1 that never reaps would keep it forever), and the batch is handed back uncharged.
+
+    `log_start`: where this worker's attempt begins in the batch log (an earlier attempt's lines come before)."""
+    log = workdir / BATCH_LOG
+
+    def this_attempt_runs() -> bool:
+        text = log.read_text() if log.exists() else ""
+        return (
+            bool(status_of(log_dir).get("running"))
+            and "episode 0:" in text[log_start if len(text) >= log_start else 0 :]
+        )
+
+    wait_for(this_attempt_runs, 180, "the batch to be running on this worker")
+    (running_id,) = status_of(log_dir)["running"]
+    doomed = {pid: cmdline(pid) for pid in descendants(worker.pid)}
+    assert len(policy_server_pids(worker.pid)) == 1 and len(doomed) >= 4
+    send(worker)
+    started = time.monotonic()
+    assert worker.wait(30) == 0, (log_dir / "worker.out").read_text()[-3000:]
+    stopped_in = time.monotonic() - started
+    survivors = [(line, state(pid)) for pid, line in doomed.items() if state(pid) is not None]
+    assert not survivors, f"processes of the stopped worker survived: {survivors}"
+    task = client.get_task(running_id)
+    assert (task.status, task.attempt) == ("pending", 0), (
+        f"the task must be handed back uncharged, got {task.status} attempt {task.attempt}: "
+        f"{(log_dir / 'worker.out').read_text()[-3000:]}"
+    )
+    assert status_of(log_dir)["tasks"]["handed_back"] == 1
+    assert not (workdir / BATCH_OUTPUT).exists()
+    assert stopped_in < 20, f"the worker took {stopped_in:.0f}s to stop"
+
+
+def test_a_worker_stopped_mid_batch_hands_it_back_uncharged_and_another_finishes_it(
     labtasker_url, queue, client, workers, tmp_path
 ):
-    """SIGINT as a terminal sends it: to the worker's whole process group (SIGTERM to the worker alone is
-    tests/executor/test_workers.py::test_sigterm_hands_the_batch_back_and_another_worker_finishes_it)."""
+    """One batch, three workers in turn: SIGTERM to the first alone (as a scheduler stops it), then Ctrl-C to the
+    second (SIGINT to its whole process group, as a terminal sends it); each hands the batch back uncharged and
+    leaves no process behind; the third evaluates it, once, in full."""
     workdir, configfile = workdir_with(tmp_path, ONE_BATCH)
-    worker, log_dir = workers.start("worker", allow=[workdir, REPO], session=True)
     submitter = start_submitter(workdir, labtasker_args(labtasker_url, queue, configfile), tmp_path / "sm.log")
     try:
-        wait_batch_running(workdir)
-        (running_id,) = status_of(log_dir)["running"]
-        doomed = descendants(worker.pid)
-        assert len(policy_server_pids(worker.pid)) == 1 and len(doomed) >= 4
-        os.killpg(worker.pid, signal.SIGINT)  # Ctrl-C in the worker's terminal
-        started = time.monotonic()
-        assert worker.wait(30) == 0, (log_dir / "worker.out").read_text()[-3000:]
-        stopped_in = time.monotonic() - started
-        survivors = [(pid, cmdline(pid)) for pid in doomed if state(pid) is not None]
-        assert not survivors, f"processes of the stopped worker survived: {survivors}"
-        task = client.get_task(running_id)
-        assert (task.status, task.attempt) == ("pending", 0), (
-            f"the task must be handed back uncharged, got {task.status} attempt {task.attempt}: "
-            f"{(log_dir / 'worker.out').read_text()[-3000:]}"
-        )
-        assert status_of(log_dir)["tasks"]["handed_back"] == 1
-        assert not (workdir / BATCH_OUTPUT).exists()
-        assert stopped_in < 20, f"the worker took {stopped_in:.0f}s to stop"
+        first, first_logs = workers.start("first", allow=[workdir, REPO], session=True)
+        stop_mid_batch(first, first_logs, workdir, client, lambda worker: worker.send_signal(signal.SIGTERM))
+        log_start = (workdir / BATCH_LOG).stat().st_size
+        second, second_logs = workers.start("second", allow=[workdir, REPO], session=True)
+        ctrl_c = lambda worker: os.killpg(worker.pid, signal.SIGINT)  # noqa: E731
+        stop_mid_batch(second, second_logs, workdir, client, ctrl_c, log_start)
+        _, third_logs = workers.start("third", allow=[workdir, REPO])
+        finish(submitter, tmp_path / "sm.log")
     finally:
         stop(submitter)
+    result = json.loads((workdir / BATCH_OUTPUT).read_text())
+    assert [e["index"] for e in result["episodes"]] == [0, 1, 2, 3]
+    assert result["success_count"] == sum(e["success"] for e in result["episodes"])
+    assert {t.status for t in all_tasks(client)} == {"succeeded"} and len(all_tasks(client)) == 2  # manifest, batch
+    assert status_of(third_logs)["tasks"]["succeeded"] >= 1
 
 
 # -- a worker killed with kill -9: its task comes back after the lease -------------------------------------------
@@ -426,36 +452,13 @@ class ZombieWatch:
 
 
 @needs_unshare
-def test_worker_as_pid_1_of_its_own_pid_namespace_leaves_no_zombies(labtasker_url, queue, client, workers, tmp_path):
-    workdir, configfile = workdir_with(tmp_path, TWO_TASKS)
-    unshare, log_dir = workers.start("worker", allow=[workdir, REPO], session=True, prefix=UNSHARE)
-    init = namespace_init(unshare)
-    assert nspid(init)[-1] == "1", "the worker is PID 1 of its namespace"
-    submitter = start_submitter(workdir, labtasker_args(labtasker_url, queue, configfile), tmp_path / "sm.log")
-    watch = ZombieWatch(init)
-    try:
-        while submitter.poll() is None:
-            assert unshare.poll() is None, (log_dir / "worker.out").read_text()[-3000:]
-            watch.sample()
-            time.sleep(0.25)
-        finish(submitter, tmp_path / "sm.log")
-    finally:
-        stop(submitter)
-    assert {t.status for t in all_tasks(client)} == {"succeeded"} and len(all_tasks(client)) == 6
-    time.sleep(1.5)
-    watch.sample()
-    time.sleep(1.1)
-    watch.sample()
-    assert not watch.stale, f"zombies never reaped by the PID-1 worker: {[cmdline(z) for z in watch.stale]}"
-    os.kill(init, signal.SIGTERM)  # the worker, not unshare: PID 1 ignores signals it has no handler for
-    assert unshare.wait(60) == 0
-    assert status_of(log_dir)["tasks"]["succeeded"] == 6
+def test_worker_as_pid_1_finds_the_embedded_server_and_leaves_no_zombies(queue, tmp_path):
+    """A worker that is PID 1 of its own PID namespace (as in a container without an init).
 
-
-@needs_unshare
-def test_worker_as_pid_1_finds_the_embedded_server_of_its_workflow_directory(queue, tmp_path):
-    """Found by its socket (derived from the workflow directory) and a health check: the server's PID is invisible
-    in the worker's PID namespace, which made Labtasker's own status check call it unhealthy."""
+    It finds the embedded server of its workflow directory by its socket (derived from the directory) and a health
+    check: the server's PID is invisible in the namespace, which made Labtasker's own status check call it
+    unhealthy. And as PID 1 it reaps every orphan of its job steps and policy servers: no zombie outlives a few
+    samples. One campaign proves both."""
     from evalwf.queue.embedded_server import ensure_embedded_server, stop_embedded_server
 
     workdir, configfile = workdir_with(tmp_path, TWO_TASKS)
@@ -464,22 +467,34 @@ def test_worker_as_pid_1_finds_the_embedded_server_of_its_workflow_directory(que
     try:
         ensure_embedded_server(workdir, log=lambda _: None)  # as the submitter does, outside the namespace
         unshare, log_dir = pool.start("worker", allow=[workdir, REPO], embedded=True, session=True, prefix=UNSHARE)
+        init = namespace_init(unshare)
+        assert nspid(init)[-1] == "1", "the worker is PID 1 of its namespace"
         arguments = [*LABTASKER_PROFILE, "--configfile", str(configfile), "--labtasker-queue", queue]
         with open(tmp_path / "sm.log", "wb") as out:
             submitter = subprocess.Popen(
                 snakemake_command(workdir, *arguments), cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
                 env=environment,
             )  # fmt: skip
+        watch = ZombieWatch(init)
         try:
             deadline = time.monotonic() + 240
             while submitter.poll() is None and time.monotonic() < deadline:
                 assert unshare.poll() is None, "the worker exited: " + (log_dir / "worker.out").read_text()[-3000:]
+                watch.sample()
                 time.sleep(0.25)
             finish(submitter, tmp_path / "sm.log", timeout=1)
         finally:
             stop(submitter)
         with embedded_client(workdir, queue) as client:
-            assert {t.status for t in all_tasks(client)} == {"succeeded"}
+            tasks = all_tasks(client)
+        assert {t.status for t in tasks} == {"succeeded"} and len(tasks) == 6
+        time.sleep(1.5)
+        watch.sample()
+        time.sleep(1.1)
+        watch.sample()
+        assert not watch.stale, f"zombies never reaped by the PID-1 worker: {[cmdline(z) for z in watch.stale]}"
+        os.kill(init, signal.SIGTERM)  # the worker, not unshare: PID 1 ignores signals it has no handler for
+        assert unshare.wait(60) == 0
         assert status_of(log_dir)["tasks"]["succeeded"] == 6
     finally:
         pool.stop_all()

@@ -1,7 +1,8 @@
 """Several policies in one campaign: a stand-in campaign of three policies run by two workers through
-profiles/labtasker. Every batch is evaluated once, each policy's CSVs equal a local run of that policy alone,
-policy affinity keeps the loads per worker within the number of policies + 1 (scripts/bench_affinity.py measures
-the count without affinity), and the comparison table across policies is written."""
+profiles/labtasker. Every batch is evaluated once, each policy's batches hold its own episodes, a policy's CSVs
+equal a local run of that policy alone, policy affinity keeps the loads per worker within the number of policies + 1
+(scripts/bench_affinity.py measures the count without affinity), and the comparison table across policies is
+written."""
 
 # ruff: noqa: F401, F811  (pytest fixtures imported from labtasker_testkit are used as parameters)
 from __future__ import annotations
@@ -20,7 +21,8 @@ pytestmark = pytest.mark.slow
 
 SUCCESS_COLUMNS = ["suite", "task", "successes", "episodes", "success_rate", "status"]
 NOISE = {"step-1000": 1.4, "step-2000": 0.8, "step-3000": 0.3}
-BATCHES_PER_POLICY = 9  # 3 tasks x 3 batches of 2 (6 episodes per task)
+EPISODES_PER_TASK = 4
+BATCHES_PER_POLICY = 6  # 3 tasks x 2 batches of 2: more batches than policies, so affinity has something to keep
 REMOTE_JOBS = 3 + len(NOISE) * BATCHES_PER_POLICY  # the manifests are shared by the policies
 
 
@@ -30,7 +32,7 @@ def policy_block(name: str) -> dict:
 
 
 def sweep_config(workdir: Path) -> Path:
-    config = standin_config(workdir, standin={"episodes_per_task": 6})
+    config = standin_config(workdir, standin={"episodes_per_task": EPISODES_PER_TASK})
     del config["policy"]
     config.update(policies=[policy_block(name) for name in NOISE], baseline="step-1000")
     return write_config(workdir / "sweep.yaml", config)
@@ -84,18 +86,23 @@ def test_three_policies_two_workers_affinity_and_comparison(labtasker_url, queue
     assert sum(with_affinity["loads"]) >= len(NOISE)
     assert all(loads <= len(NOISE) + 1 for loads in with_affinity["loads"]), with_affinity["loads"]
 
-    # each policy's tables equal a local run of that policy alone
+    # every policy's batches hold that policy's episodes only (their identity names its checkpoint), and one
+    # policy's tables equal a local run of that policy alone (the other policies' tables are built the same way)
     for name in NOISE:
-        alone = tmp_path / f"alone-{name}"
-        alone.mkdir()
-        config = standin_config(alone, standin={"episodes_per_task": 6}, policy=policy_block(name))
-        run_snakemake(alone, *LOCAL_PROFILE, "--configfile", str(write_config(alone / "alone.yaml", config)))
-        ours, theirs = workdir / "results" / "t" / name / "standin", alone / "results" / "t" / "standin"
-        for csv, columns in (
-            ("task_summary.csv", SUCCESS_COLUMNS),
-            ("suite_summary.csv", ["suite", "successes", "episodes", "success_rate"]),
-        ):
-            pd.testing.assert_frame_equal(table(ours / csv, columns), table(theirs / csv, columns), obj=f"{name} {csv}")
+        files = sorted((workdir / "results" / "t" / name / "standin" / "batches").rglob("*.json"))
+        assert len(files) == BATCHES_PER_POLICY
+        assert {json.loads(f.read_text())["policy_identity"].split("@")[0] for f in files} == {name}
+    name = "step-2000"
+    alone = tmp_path / f"alone-{name}"
+    alone.mkdir()
+    config = standin_config(alone, standin={"episodes_per_task": EPISODES_PER_TASK}, policy=policy_block(name))
+    run_snakemake(alone, *LOCAL_PROFILE, "--configfile", str(write_config(alone / "alone.yaml", config)))
+    ours, theirs = workdir / "results" / "t" / name / "standin", alone / "results" / "t" / "standin"
+    for csv, columns in (
+        ("task_summary.csv", SUCCESS_COLUMNS),
+        ("suite_summary.csv", ["suite", "successes", "episodes", "success_rate"]),
+    ):
+        pd.testing.assert_frame_equal(table(ours / csv, columns), table(theirs / csv, columns), obj=f"{name} {csv}")
 
     # the comparison across checkpoints: every policy per suite and task, the difference to the baseline
     directory = workdir / "results" / "t" / "comparison" / "standin"
