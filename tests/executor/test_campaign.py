@@ -33,11 +33,13 @@ pytestmark = pytest.mark.slow
 
 STANDIN = Path("results") / "t" / "standin"
 SUCCESS_COLUMNS = ["suite", "task", "successes", "episodes", "success_rate", "status"]
-REMOTE_JOBS = 12  # 3 manifests + 3 tasks x 3 batches
+REMOTE_JOBS = 6  # 2 manifests + 2 tasks x 2 batches
+# a task in each of two suites (the summary's average over suites), two batches per task (a group of two)
+SECTION = {"suites": {"alpha": ["reach"], "beta": ["open"]}, "episodes_per_task": 4}
 
 
 def campaign_config(workdir: Path) -> Path:
-    return write_config(workdir / "campaign.yaml", standin_config(workdir, standin={"episodes_per_task": 6}))
+    return write_config(workdir / "campaign.yaml", standin_config(workdir, standin=SECTION))
 
 
 def summaries(workdir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -166,7 +168,7 @@ def test_grouped_batches_run_as_one_job_step_per_group(local_run, labtasker_url,
     workdir.mkdir()
     configfile = campaign_config(workdir)
     workers.start("w", allow=[workdir, REPO])
-    grouping = ["--groups", "evaluate_batch=batches", "--group-components", "batches=3"]
+    grouping = ["--groups", "evaluate_batch=batches", "--group-components", "batches=2"]
     run_snakemake(workdir, *labtasker_args(labtasker_url, queue, configfile), *grouping)
 
     remote, local = summaries(workdir), summaries(local_run)
@@ -174,8 +176,8 @@ def test_grouped_batches_run_as_one_job_step_per_group(local_run, labtasker_url,
     assert same_flags(batch_records(workdir), batch_records(local_run))
     tasks = all_tasks(client)
     groups = [task for task in tasks if task.args["local_groupid"] is not None]
-    assert len(groups) == 3 and all(len(task.args["target_jobs"]) == 3 for task in groups), [
+    assert len(groups) == 2 and all(len(task.args["target_jobs"]) == 2 for task in groups), [
         task.args["target_jobs"] for task in tasks
     ]
-    assert len(tasks) == 3 + 3  # the three manifests, then nine batches in three tasks
+    assert len(tasks) == 2 + 2  # the two manifests, then four batches in two tasks
     assert {task.status for task in tasks} == {"succeeded"}

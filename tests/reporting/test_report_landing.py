@@ -49,7 +49,8 @@ def _build(workdir: Path, config: dict) -> tuple[Path, str]:
 def single_report(tmp_path_factory) -> tuple[Path, str]:
     workdir = tmp_path_factory.mktemp("single")
     reference = {"source": "made-up paper", "standin": {"alpha": 75.0, "beta": 10.0}}
-    return _build(workdir, standin_config(workdir, reference=reference))
+    # one batch per task: the report is about the summaries, not the batches
+    return _build(workdir, standin_config(workdir, standin={"batch_size": 5}, reference=reference))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,9 @@ PROFILE = ["--profile", str(REPO / "profiles" / "local")]
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("run")
-    configfile = write_config(workdir / "campaign.yaml", standin_config(workdir))
+    # two suites of a task each (the average over suites), two batches per task, the second one short
+    section = {"suites": {"alpha": ["reach"], "beta": ["open"]}, "episodes_per_task": 3}
+    configfile = write_config(workdir / "campaign.yaml", standin_config(workdir, standin=section))
     run_snakemake(workdir, *PROFILE, "--configfile", str(configfile))
     return workdir, configfile
 
@@ -27,17 +29,17 @@ def batch_files(workdir: Path) -> list[Path]:
 def test_csv_totals_equal_sum_over_batch_files(finished_run):
     workdir, _ = finished_run
     batches = [json.loads(p.read_text()) for p in batch_files(workdir)]
-    assert len(batches) == 9  # 3 tasks x ceil(5 / 2)
+    assert len(batches) == 4  # 2 tasks x ceil(3 / 2)
     tasks = pd.read_csv(workdir / "results" / "t" / "standin" / "task_summary.csv")
     suites = pd.read_csv(workdir / "results" / "t" / "standin" / "suite_summary.csv")
     for row in tasks.itertuples():
         mine = [b for b in batches if (b["suite"], b["task"]) == (row.suite, row.task)]
         assert row.successes == sum(b["success_count"] for b in mine)
-        assert row.episodes == sum(b["num_episodes"] for b in mine) == 5
+        assert row.episodes == sum(b["num_episodes"] for b in mine) == 3
         assert row.status == "complete"
     per_suite = suites[suites.suite != "average"]
     assert per_suite.successes.sum() == sum(b["success_count"] for b in batches)
-    assert per_suite.episodes.sum() == 15
+    assert per_suite.episodes.sum() == 6
     average = suites[suites.suite == "average"].iloc[0]
     assert average.success_rate == pytest.approx(per_suite.success_rate.mean(), abs=1e-4)
 
@@ -50,7 +52,7 @@ def test_rerun_does_nothing(finished_run):
 
 def test_corrupt_batch_is_named_then_only_it_is_recomputed(finished_run):
     workdir, configfile = finished_run
-    victim = batch_files(workdir)[4]
+    victim = batch_files(workdir)[2]
     data = json.loads(victim.read_text())
     data["success_count"] += 1
     victim.write_text(json.dumps(data))
