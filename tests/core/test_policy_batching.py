@@ -15,7 +15,7 @@ import pytest
 
 from evalwf.contract.loopback import free_port
 from evalwf.policy.client import PolicyClient, PolicyServerError
-from evalwf.policy.serving import serve_policy
+from evalwf.policy.serving import RequestBatcher, _Pending, serve_policy
 from evalwf.policy.template import PredictAdapter
 
 
@@ -111,6 +111,29 @@ def test_concurrent_requests_arrive_as_one_batch_and_replies_go_to_their_connect
     assert replies[0]["server_timing"]["batch_size"] == 4
     closed_by = {r["server_timing"]["closed_by"] for r in replies}
     assert closed_by == {"all_expected"}, f"the last batch closed by {closed_by}, not once every connection was in"
+
+
+def test_slots_split_over_two_batches_join_again_at_the_next():
+    """Three slots were answered together and then one alone (it came back a moment late). When all four ask
+    again, the late one first, the batch waits for every connection of the last two batches instead of answering
+    it alone again, which kept the split forever (1 + 3 per forward pass instead of 4)."""
+
+    async def next_batch() -> tuple[list[int], str]:
+        batcher = RequestBatcher(RecordingPolicy(), max_batch=8, max_wait_ms=60_000)
+        batcher.before, batcher.previous = {0, 1, 2}, {3}  # what the split left: [0, 1, 2], then [3]
+        loop = asyncio.get_running_loop()
+
+        async def ask(connection: int, after_s: float = 0.0) -> None:
+            await asyncio.sleep(after_s)
+            await batcher.queue.put(_Pending(connection, {"id": connection}, loop.create_future()))
+
+        await ask(3)  # answered last, so it asks first
+        others = asyncio.gather(*(ask(connection, after_s=0.05) for connection in (0, 1, 2)))
+        batch, closed_by = await batcher.gather()
+        await others
+        return sorted(p.connection for p in batch), closed_by
+
+    assert asyncio.run(next_batch()) == ([0, 1, 2, 3], "all_expected")
 
 
 def test_max_batch_bounds_a_batch_and_sequential_requests_stay_in_order():

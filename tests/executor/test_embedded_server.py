@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -107,12 +108,20 @@ def test_a_server_holding_the_root_on_tcp_is_refused_with_the_command_that_stops
         stop_embedded_server(root)
 
 
-def test_a_root_too_long_for_a_socket_listens_in_an_owner_only_directory(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
+@pytest.fixture
+def short_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The temporary directory, short: pytest's own (longer for another user, and per xdist worker) can leave too
+    little room for a socket under it."""
+    directory = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(directory))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_root_too_long_for_a_socket_listens_in_an_owner_only_directory(tmp_path, short_tmp):
     root = tmp_path / ("r" * (MAX_SOCKET_PATH - len(str(tmp_path)))) / ".labtasker"
     path = embedded_socket_path(root)
-    assert path.parent == tmp_path / "tmp" / f"evalwf-{os.getuid()}" and len(str(path)) <= MAX_SOCKET_PATH
+    assert path.parent == short_tmp / f"evalwf-{os.getuid()}" and len(str(path)) <= MAX_SOCKET_PATH
     try:
         endpoint = ensure_embedded_server(tmp_path, root=root, log=lambda _: None)
         assert endpoint.socket == str(path) and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
