@@ -79,6 +79,7 @@ def run(args: argparse.Namespace, slots: int, batching: bool) -> dict[str, float
                 *[sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "workflow" / "Snakefile")],
                 *["--directory", str(workdir), "--configfile", str(config), "--profile"],
                 *[str(REPO / "profiles" / "labtasker"), "--seconds-between-status-checks", "1"],
+                *["--labtasker-allow-workflow", str(REPO)],  # the workers allow the checkout's Snakefile
             ]
             done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
             if done.returncode != 0:

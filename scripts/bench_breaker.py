@@ -94,7 +94,7 @@ def run_campaign(args: argparse.Namespace, kind: str, breaker: str) -> dict[str,
             argv = [
                 *[sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "workflow" / "Snakefile")],
                 *["--directory", str(workdir), "--configfile", str(config)],
-                *["--profile", str(REPO / "profiles" / "labtasker")],
+                *["--profile", str(REPO / "profiles" / "labtasker"), "--labtasker-allow-workflow", str(REPO)],
             ]
             if breaker != "default":
                 argv += ["--labtasker-policy-breaker", breaker]

@@ -117,6 +117,8 @@ def run_labtasker(args: argparse.Namespace, workers: int) -> None:
                 config,
                 "--profile",
                 str(REPO / "profiles" / "labtasker"),
+                "--labtasker-allow-workflow",
+                str(REPO),
                 "--seconds-between-status-checks",
                 "1",
             )

@@ -191,7 +191,7 @@ def run_campaign(args: argparse.Namespace, cache: Path, batch_size: int, mode: s
                 snakemake_argv(
                     workdir,
                     config,
-                    *["--profile", str(REPO / "profiles" / "labtasker")],
+                    *["--profile", str(REPO / "profiles" / "labtasker"), "--labtasker-allow-workflow", str(REPO)],
                     *["--labtasker-scheduling", mode, "--seconds-between-status-checks", str(args.status_every)],
                 ),
                 workdir,
@@ -363,7 +363,9 @@ def run_scale(args: argparse.Namespace) -> dict[str, Any]:
         build_manifests(workdir, config)
         endpoint = ensure_embedded_server(workdir, log=lambda _: None)
         server = psutil.Process(int(server_status(workdir / ".labtasker")["pid"]))
-        argv = snakemake_argv(workdir, config, "--profile", str(REPO / "profiles" / "labtasker"))
+        argv = snakemake_argv(
+            workdir, config, "--profile", str(REPO / "profiles" / "labtasker"), "--labtasker-allow-workflow", str(REPO)
+        )
         env = embedded_env()
         client = endpoint.client("evalwf")
         run = StampedRun(argv, workdir, workdir / "submit1.log", env)
