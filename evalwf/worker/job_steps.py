@@ -71,12 +71,16 @@ class JobSteps:
 
     def running(self) -> bool:
         with self.lock:
-            return any(step.poll() is None for step in self.steps.values())
+            return self._a_step_runs()
 
     def stopping(self) -> bool:
         """A job step still runs or a spare is still being stopped: a process of ours the worker must wait for."""
         with self.lock:
-            return self.discarding > 0 or any(step.poll() is None for step in self.steps.values())
+            return self.discarding > 0 or self._a_step_runs()
+
+    def _a_step_runs(self) -> bool:
+        """(The caller holds the lock.)"""
+        return any(step.poll() is None for step in self.steps.values())
 
     def run(self, slot: int, step: JobStep, env: dict[str, str], log_path: Path, revoked: threading.Event) -> int | str:
         """The step's exit status, or "stopped" (the worker stops) or "revoked" (its task is no longer ours)."""
