@@ -65,10 +65,10 @@ format: venv
 # module fixtures (a finished run shared by its tests) are built once.
 TEST_WORKERS ?= 2
 test: lint libero-env test-tools py310-env
-	$(BIN)/python -m pytest -ra --durations=30 -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -ra --durations=30 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-fast: venv
-	$(BIN)/python -m pytest -ra -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -ra -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Only the real-simulator tests, inside the LIBERO interpreter (make test runs them there too).
 test-libero: libero-env

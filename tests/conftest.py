@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from file_order import FileSecondsRecorder, expected_seconds, order_by_expected_seconds, recorded_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEFILE = REPO / "workflow" / "Snakefile"
@@ -145,3 +146,24 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
 @pytest.fixture
 def snakemake_runner() -> Callable[..., subprocess.CompletedProcess[str]]:
     return run_snakemake
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist (make test), the slowest files first, so the run does not end on one core (tests/file_order.py)."""
+    if hasattr(config, "workerinput"):
+        order_by_expected_seconds(items, expected_seconds(items, recorded_seconds()))
+
+
+_RECORDER = FileSecondsRecorder()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _RECORDER.add(report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """EVALWF_RECORD_FILE_SECONDS=tests/file_seconds.json: record this run's seconds per file (in the process that
+    saw every report: the xdist controller, or the only process)."""
+    target = os.environ.get("EVALWF_RECORD_FILE_SECONDS")
+    if target and not hasattr(session.config, "workerinput"):
+        _RECORDER.write(Path(target))
