@@ -33,6 +33,13 @@ def frames_shown(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("Traceback") or line.startswith('  File "')]
 
 
+def missing_facts(message: str, *facts: str) -> list[str]:
+    """The facts (a key, a value, a path, the fix) a message fails to carry. Message tests assert these, not the
+    whole sentence, so rewording a message breaks no test while dropping a fact does:
+    `assert not missing_facts(line, "1/4 batches done", "2 running"), line`."""
+    return [fact for fact in facts if fact not in message]
+
+
 def standin_config(results_dir: Path, **overrides: Any) -> dict[str, Any]:
     """A small stand-in campaign: 2 suites, 3 tasks, 5 episodes per task in batches of 2."""
     section = {
