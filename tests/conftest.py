@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +151,57 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
             break
         counts[parts[0]] = int(parts[1])
     return counts
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A finished local-profile stand-in run: its working directory, config file and config."""
+
+    workdir: Path
+    configfile: Path
+    config: dict[str, Any]
+
+    @property
+    def benchmark_dir(self) -> Path:
+        return Path(self.config["results_dir"]) / self.config["run"] / "standin"
+
+
+def finished_run_config(workdir: Path) -> dict[str, Any]:
+    """The shape every reader of the shared finished run needs, and no more: three tasks (the report's 15/15
+    episodes, two suites, a paper's figures to compare with), two batches per task (the gallery gathers failures
+    across batches) and failures' videos (the gallery), short episodes."""
+    section = {
+        "suites": {"alpha": ["reach", "push"], "beta": ["open"]},
+        "episodes_per_task": 5,
+        "batch_size": 3,
+        "max_steps": 15,
+        "record_video": "failures",
+    }
+    reference = {"source": "made-up paper", "standin": {"alpha": 75.0, "beta": 10.0}}
+    return standin_config(workdir, standin=section, reference=reference)
+
+
+@pytest.fixture(scope="session")
+def finished_standin_run(tmp_path_factory: pytest.TempPathFactory) -> FinishedRun:
+    """One finished stand-in run per pytest run, for the tests that only read one (report, gallery): each built
+    its own before. Under xdist the workers share it through a lock in their common temporary directory, so it is
+    built once. A test must not change it: one that deletes or corrupts results runs its own."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # pytest-N/, above each worker's popen-gwN/
+    workdir = shared / "finished-standin-run"
+    config = finished_run_config(workdir)
+    configfile = workdir / "campaign.yaml"
+    with open(shared / "finished-standin-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        finished = workdir / ".finished"
+        if not finished.exists():
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir()
+            write_config(configfile, config)
+            run_snakemake(workdir, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
+            finished.touch()
+    return FinishedRun(workdir, configfile, config)
 
 
 @pytest.fixture
