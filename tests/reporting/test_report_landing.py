@@ -58,7 +58,10 @@ def single_report(finished_standin_run: FinishedRun, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def sweep_report(tmp_path_factory) -> tuple[Path, str]:
     workdir = tmp_path_factory.mktemp("sweep")
-    config = standin_config(workdir, run="my-sweep", standin={"episodes_per_task": 2})
+    # a task in each of two suites: the comparison has per-suite rows, and where it sits does not depend on how
+    # many tasks there are (4 batch jobs, not 6)
+    section = {"suites": {"alpha": ["reach"], "beta": ["open"]}, "episodes_per_task": 2}
+    config = standin_config(workdir, run="my-sweep", standin=section)
     del config["policy"]
     config.update(
         policies=[standin_policy("step-1000", "--noise 1.4"), standin_policy("step-2000", "--noise 0.6")],
