@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from evalwf.contract import CLIENT_TOKEN_ENV, WORKER_ID_ENV, WORKER_REFUSING_KEY, campaign_key
+from evalwf.contract.task_payload import payload_campaign
 from evalwf.queue.embedded_server import EmbeddedServerKeeper
 from evalwf.queue.endpoint import QueueEndpoint
 from evalwf.queue.tls import connection_problem
 from evalwf.worker import queue_client
-from evalwf.worker.job_payload import payload_campaign
 from evalwf.worker.job_steps import JobSteps
 from evalwf.worker.log import log
 from evalwf.worker.node_gate import NodeGate

@@ -90,7 +90,7 @@ class TaskRun:
         if self._adopt_lost_run(client, claim, slot, step) or self._adopt_finished(client, claim, slot, step):
             return True
         step = step.replacing_outputs()
-        unfit = self.gate.refusal(task.args, list(step.configfiles), step.campaign)
+        unfit = self.gate.refusal(step.target_jobs, list(step.configfiles), step.campaign)
         if unfit is not None:  # never run, never charged: a worker whose node can run it takes it
             log(f"slot {slot}: handing task {task.id} back uncharged: {unfit}")
             self.status.count("node_unfit")
