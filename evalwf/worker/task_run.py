@@ -204,7 +204,7 @@ class TaskRun:
         """Keep why the batch failed beside its outputs, under results/ (evalwf/contract/failure_record.py): the queue
         and this run's log may be gone (`make clean`) when someone asks. Before the report, as a success's record."""
         task = claim.task
-        snakemake_attempt = (task.args or {}).get("attempt")
+        snakemake_attempt = step.payload.attempt if step.payload is not None else None
         attempt = f"labtasker {task.attempt}/{task.max_attempts}" + (
             f", Snakemake attempt {snakemake_attempt}" if snakemake_attempt else ""
         )

@@ -122,7 +122,7 @@ def test_a_registration_names_its_refusals_and_the_submitter_reads_them(labtaske
         assert refusals.poll(client) == [] and refusals.note() == ""
         first_id = registration.id
         reason = "renderer: SAPIEN cannot render (fix: install the Vulkan ICD)"
-        registration.update(**{WORKER_REFUSING_KEY: {"c_mine": {"robotwin": reason}, "c_other": {"libero": "x"}}})
+        registration.update({"c_mine": {"robotwin": reason}, "c_other": {"libero": "x"}})
         assert registration.id != first_id
         warnings = wait_for(lambda: refusals.poll(client), 30, "the refusal on the queue")
         assert warnings == [
