@@ -3,10 +3,11 @@
     snakemake --profile profiles/labtasker [--configfile ...]      # submit / resume a campaign
     evalwf worker --gpus 0,1                                     # workers, on any machine, at any time
 
-Each job becomes one Labtasker task whose id is derived from the job's identity (task_identity.py), so a
-resubmitted or restarted campaign finds its tasks instead of duplicating them (submission.py). One list
-query per polling round reports every active job (status_query.py); Ctrl-C cancels the campaign's queued
-tasks (cancellation.py), also through `| tee`, with closed descriptors and on SIGHUP (terminal.py). Without a
+Its settings are in settings.py. Each job becomes one Labtasker task (prepared_task.py) whose payload is the
+contract's TaskPayload and whose id is derived from the job's identity (task_identity.py), so a resubmitted or
+restarted campaign finds its tasks instead of duplicating them (submission.py). One list query per status round
+reports every active job (status_round.py, status_query.py); Ctrl-C cancels the campaign's queued tasks
+(cancellation.py), also through `| tee`, with closed descriptors and on SIGHUP (terminal.py). Without a
 configured URL an embedded Labtasker server is started on an owner-only Unix socket (evalwf/queue/resolver.py).
 The labtasker client is imported lazily: this module must import even where labtasker is broken or absent, or every
 snakemake call in the environment would fail.
