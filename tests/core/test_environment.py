@@ -27,7 +27,7 @@ from evalwf.plan.config import section_settings, validate_config
 from evalwf.plan.manifest import seal_manifest
 
 ROBOTWIN = get_adapter("robotwin")
-STANDIN_CHECKOUT = REPO / "benchmarks" / "standin" / "robotwin_checkout"
+STANDIN_CHECKOUT = REPO / "benchmarks" / "robotwin" / "standin_checkout"
 
 
 def robotwin_config(**section: Any) -> dict[str, Any]:

@@ -52,7 +52,7 @@ def test_3_11_only_modules_names_and_syntax_in_the_light_core_fail_the_check(tmp
     with seeds.open("a") as handle:  # inside a function: importing the module would not notice
         handle.write("\n\ndef _later():\n    import tomllib\n    import datetime\n\n    return tomllib, datetime.UTC\n")
     first = seeds.read_text().splitlines().index("    import tomllib") + 1
-    with (copy / "benchmarks" / "standin" / "robotwin_checkout" / "envs" / "click_bell.py").open("a") as handle:
+    with (copy / "benchmarks" / "robotwin" / "standin_checkout" / "envs" / "click_bell.py").open("a") as handle:
         handle.write("\n\ndef _grouped():\n    try:\n        pass\n    except* ValueError:\n        pass\n")
     done = run_check(copy)
     assert done.returncode == 1

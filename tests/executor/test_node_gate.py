@@ -45,16 +45,14 @@ def broken_python(where: Path) -> Path:
 
 
 def test_task_benchmarks_are_read_from_the_benchmark_wildcard_of_the_target_jobs():
-    args = {
-        "target_jobs": [
-            "evaluate_batch:run=t,benchmark=standin,suite=alpha,task=reach,batch=0-2",
-            "plan_manifest:run=t,benchmark=robotwin,scope=demo_clean,task=click_bell,digest=ab12",
-            "evaluate_batch:run=t,benchmark=standin,suite=beta,task=open,batch=2-2",
-        ]
-    }
-    assert task_benchmarks(args) == ["standin", "robotwin"]
-    assert task_benchmarks({"target_jobs": ["summarize_standin:", "record_campaign:run=t"]}) == []
-    assert task_benchmarks({"target_jobs": ["evaluate_batch:benchmark=nosuch,suite=a"]}) == []
+    target_jobs = [
+        "evaluate_batch:run=t,benchmark=standin,suite=alpha,task=reach,batch=0-2",
+        "plan_manifest:run=t,benchmark=robotwin,scope=demo_clean,task=click_bell,digest=ab12",
+        "evaluate_batch:run=t,benchmark=standin,suite=beta,task=open,batch=2-2",
+    ]
+    assert task_benchmarks(target_jobs) == ["standin", "robotwin"]
+    assert task_benchmarks(["summarize_standin:", "record_campaign:run=t"]) == []
+    assert task_benchmarks(["evaluate_batch:benchmark=nosuch,suite=a"]) == []
 
 
 def test_the_gate_checks_once_per_config_and_benchmark_and_again_when_the_config_changes(tmp_path):
@@ -70,10 +68,11 @@ def test_the_gate_checks_once_per_config_and_benchmark_and_again_when_the_config
     config = write_config(
         tmp_path / "c.yaml", standin_config(tmp_path, standin={"python": str(broken_python(tmp_path))})
     )
-    args = {"target_jobs": ["evaluate_batch:benchmark=standin,suite=alpha,task=reach,batch=0-2"]}
+    target_jobs = ["evaluate_batch:benchmark=standin,suite=alpha,task=reach,batch=0-2"]
     reasons: list[str | None] = []
     threads = [
-        threading.Thread(target=lambda: reasons.append(gate.refusal(args, [str(config)], "c_x"))) for _ in range(3)
+        threading.Thread(target=lambda: reasons.append(gate.refusal(target_jobs, [str(config)], "c_x")))
+        for _ in range(3)
     ]
     for thread in threads:
         thread.start()
@@ -86,12 +85,12 @@ def test_the_gate_checks_once_per_config_and_benchmark_and_again_when_the_config
     assert "fix: that environment needs Python >= 3.10" in reasons[0]
     assert published == [{"c_x": {"standin": reasons[0].split(": ", 1)[1]}}]
     assert any("node checks for standin FAILED" in line for line in logged)
-    assert gate.refusal({"target_jobs": ["summarize_standin:"]}, [str(config)], "c_x") is None  # no simulator
+    assert gate.refusal(["summarize_standin:"], [str(config)], "c_x") is None  # no simulator
 
     # the config now names a working interpreter: checked again, passes, and the refusal is withdrawn
     time.sleep(0.01)
     write_config(config, standin_config(tmp_path))
-    assert gate.refusal(args, [str(config)], "c_x") is None
+    assert gate.refusal(target_jobs, [str(config)], "c_x") is None
     assert calls == ["standin", "standin"] and published[-1] == {}
 
 
@@ -110,8 +109,8 @@ def test_a_benchmark_file_checked_at_start_serves_every_campaign_composed_with_i
     gate = NodeGate("0", lambda _: None, lambda _: None, check=counting)
     gate.check_configs([str(benchmark_file)], "c_x")
     assert calls == ["standin"]
-    args = {"target_jobs": ["plan_manifest:run=t,benchmark=standin,scope=alpha,task=reach,digest=ab"]}
-    assert gate.refusal(args, [str(benchmark_file), str(policy_file)], "c_x") is not None
+    target_jobs = ["plan_manifest:run=t,benchmark=standin,scope=alpha,task=reach,digest=ab"]
+    assert gate.refusal(target_jobs, [str(benchmark_file), str(policy_file)], "c_x") is not None
     assert calls == ["standin"], "the same section: the verdict from the start is reused"
 
 
@@ -123,7 +122,7 @@ def test_a_registration_names_its_refusals_and_the_submitter_reads_them(labtaske
         assert refusals.poll(client) == [] and refusals.note() == ""
         first_id = registration.id
         reason = "renderer: SAPIEN cannot render (fix: install the Vulkan ICD)"
-        registration.update(**{WORKER_REFUSING_KEY: {"c_mine": {"robotwin": reason}, "c_other": {"libero": "x"}}})
+        registration.update({"c_mine": {"robotwin": reason}, "c_other": {"libero": "x"}})
         assert registration.id != first_id
         warnings = wait_for(lambda: refusals.poll(client), 30, "the refusal on the queue")
         assert len(warnings) == 1, warnings

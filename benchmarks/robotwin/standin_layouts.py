@@ -1,12 +1,12 @@
 """Lay the stand-in RoboTwin checkout out as upstream's `main` line (benchmarks/robotwin/protocols.py), from the one
-stand-in tree kept in the repository (benchmarks/standin/robotwin_checkout, stable_2.0's layout):
+stand-in tree kept in the repository (benchmarks/robotwin/standin_checkout, stable_2.0's layout):
 
 - task configs moved from task_config/ to env_cfg/task_config/, and envs/_GLOBAL_CONFIGS.py's CONFIGS_PATH (and
   SCRIPT_PATH, script/ -> scripts/) pointing there, as main's does;
 - `eval_instruction` added to each task config with main's values (demo_clean: seen, demo_randomized: unseen);
 - nothing else changes (main's envs code, step limits, embodiment and camera configs equal stable_2.0's).
 
-    python -m benchmarks.standin.robotwin_layouts DEST      # writes the main-layout stand-in into DEST (new)
+    python -m benchmarks.robotwin.standin_layouts DEST      # writes the main-layout stand-in into DEST (new)
 
 Tests point benchmarks.robotwin.robotwin_root at DEST with `protocol: main`.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from evalwf.common.paths import PROJECT_ROOT
 
-STABLE_TREE = PROJECT_ROOT / "benchmarks" / "standin" / "robotwin_checkout"
+STABLE_TREE = PROJECT_ROOT / "benchmarks" / "robotwin" / "standin_checkout"
 MAIN_EVAL_INSTRUCTION = {"demo_clean": "seen", "demo_randomized": "unseen"}
 
 
@@ -39,7 +39,7 @@ def lay_main_checkout(dest: Path) -> Path:
     text = configs.read_text(encoding="utf-8")
     for old, new in (('"task_config/"', '"env_cfg/task_config/"'), ('"script/"', '"scripts/"')):
         if old not in text:
-            raise RuntimeError(f"{configs}: {old} not found; update benchmarks/standin/robotwin_layouts.py")
+            raise RuntimeError(f"{configs}: {old} not found; update benchmarks/robotwin/standin_layouts.py")
         text = text.replace(old, new)
     configs.write_text(text, encoding="utf-8")
     return dest

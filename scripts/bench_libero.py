@@ -1,9 +1,12 @@
-"""Measure LIBERO on this machine; the numbers in docs/libero.md come from here.
+"""Measure LIBERO on this machine; the numbers in docs/libero.md and docs/performance.md come from here. A
+measurement command, not part of the benchmark: it runs in LIBERO's interpreter, which imports this checkout.
 
-  python -m benchmarks.libero.bench timings [--steps N]   env creation, reset, s/step per suite, one episode
-                                                            bare vs through the harness + websocket policy
-  python -m benchmarks.libero.bench rng-probe [--tasks all] does anything but env.reset() move numpy's global
-                                                            RNG (set_init_state, wait steps, rollout steps)?
+  .venv-libero/bin/python scripts/bench_libero.py timings [--steps N]    env creation, reset, s/step per suite,
+                                                                         one episode bare vs through the harness
+                                                                         + websocket policy
+  .venv-libero/bin/python scripts/bench_libero.py rng-probe [--tasks all] does anything but env.reset() move
+                                                                         numpy's global RNG (set_init_state, wait
+                                                                         steps, rollout steps)?
 
 Run one at a time: each is CPU-bound (llvmpipe rendering).
 """
