@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SNAKEFILE, frames_shown, run_snakemake, standin_config, write_config
+from conftest import SNAKEFILE, frames_shown, job_counts, run_snakemake, standin_config, write_config
 from labtasker_testkit import (
     LABTASKER_PROFILE,
     LOCAL_PROFILE,
@@ -366,6 +366,14 @@ def foreign_policy(path: Path) -> str:
     return "policy_identity 'another-policy@0123456789abcdef' != configured policy"
 
 
+def wrong_success_count(path: Path) -> str:
+    data = json.loads(path.read_text())
+    flags = data["success_count"]
+    data["success_count"] += 1
+    path.write_text(json.dumps(data))
+    return f"success_count {flags + 1} != sum of episode success flags {flags}"
+
+
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory) -> tuple[Path, Path]:
     workdir = tmp_path_factory.mktemp("local")
@@ -374,9 +382,12 @@ def local_run(tmp_path_factory) -> tuple[Path, Path]:
     return workdir, configfile
 
 
-@pytest.mark.parametrize("damage", [truncate, foreign_policy], ids=["truncated", "foreign-policy"])
+@pytest.mark.parametrize(
+    "damage", [truncate, foreign_policy, wrong_success_count], ids=["truncated", "foreign-policy", "wrong-count"]
+)
 def test_untrusted_batch_json_is_named_never_summarised_and_rerun_after_deleting(local_run, damage):
-    """(A batch JSON with a wrong success count: tests/workflow/test_local_run.py.)"""
+    """Each damage is named with its reason; once the file is deleted, the dry run plans that batch and the
+    summaries only, and the rerun gives the same summary without redoing any other batch."""
     workdir, configfile = local_run
     summary = workdir / STANDIN / "task_summary.csv"
     expected_summary = summary.read_bytes()
@@ -391,6 +402,8 @@ def test_untrusted_batch_json_is_named_never_summarised_and_rerun_after_deleting
     assert not summary.exists(), "never summarised as final"
 
     victim.unlink()
+    preview = job_counts(run_snakemake(workdir, *LOCAL_PROFILE, "--configfile", str(configfile), "-n").stdout)
+    assert preview == {"evaluate_batch": 1, "summarize_standin": 1, "report_landing": 1, "all": 1, "total": 4}
     run_snakemake(workdir, *LOCAL_PROFILE, "--configfile", str(configfile))
     assert summary.read_bytes() == expected_summary
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in others.items()), "only the deleted batch is redone"

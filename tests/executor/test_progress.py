@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from conftest import missing_facts
+
 from snakemake_executor_plugin_labtasker.progress import CampaignProgress, episodes_of
 
 
@@ -25,10 +27,8 @@ def test_progress_line_rate_and_time_left():
     progress.finished("b", 5, ok=False, now=30.0)
     line = progress.line(running=2, now=60.0)
     # one finish only: measured since the start of the run
-    assert line == (
-        "[labtasker] progress: 1/4 batches done, 1 failed, 2 running, 5/20 episodes, 5.0 episodes/min over the "
-        "last 1m00s, about 2m00s left for the submitted batches"
-    )
+    facts = ("[labtasker] progress:", "1/4 batches done", "1 failed", "2 running", "5/20 episodes")
+    assert not missing_facts(line, *facts, "5.0 episodes/min", "last 1m00s", "about 2m00s left"), line
     assert progress.line(running=2, now=70.0) is None, "at most one line per interval"
     progress.finished("c", 5, ok=True, now=75.0)
     progress.finished("d", 5, ok=True, now=75.0)
@@ -41,17 +41,13 @@ def test_while_only_manifest_jobs_wait_the_line_names_that_phase():
     progress.submitted("m1", 0)
     progress.submitted("m2", 0)
     line = progress.line(running=1, queued=1, now=10.0)
-    assert line == (
-        "[labtasker] progress: building 2 manifest(s), 1 running, 1 queued; "
-        "batches are submitted once their manifests are sealed"
-    )
+    facts = ("building 2 manifest(s)", "1 running", "1 queued", "batches are submitted once their manifests")
+    assert not missing_facts(line, *facts) and "batches done" not in line, line
     progress.finished("m1", 0, ok=True)
     progress.submitted("b1", 4)
     line = progress.line(running=1, now=40.0)
-    assert line == (
-        "[labtasker] progress: 0/1 batches done, 1 running, 0/4 episodes, 1 manifest/other job(s) not finished, "
-        "no batch finished yet"
-    )
+    facts = ("0/1 batches done", "1 running", "0/4 episodes", "1 manifest/other job(s) not finished")
+    assert not missing_facts(line, *facts, "no batch finished yet") and "left" not in line, line
     progress.finished("m2", 0, ok=True)
     progress.finished("b1", 4, ok=True, now=50.0)
     assert progress.line(running=0, now=50.0).startswith("[labtasker] progress: 1/1 batches done, 0 running")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import standin_config, write_config
+from conftest import missing_facts, standin_config, write_config
 from runkit import fabricate_run, sweep_config
 
 from evalwf.cli.main import main
@@ -31,7 +31,8 @@ def test_a_finished_run_is_compared_with_the_plan_recorded_at_submission_not_a_p
     assert read_planned_cost(campaign) == planned
     fabricate_run(tmp_path, lambda suite, task, index: True)  # 9 batch records of 5 s each: 45 s took
     assert price_campaign(campaign).gpu_hours == pytest.approx(45 / 3600)  # a plan made now knows what it took
-    assert campaign_cost_line(campaign) == "planned 0.00125 GPU-h, took 0.0125 GPU-h (10.00)"
+    line = campaign_cost_line(campaign)
+    assert not missing_facts(line, "planned 0.00125 GPU-h", "took 0.0125 GPU-h", "(10.00)"), line
 
 
 def test_a_run_without_a_recorded_plan_says_so_and_still_shows_what_it_took(tmp_path):
@@ -40,9 +41,9 @@ def test_a_run_without_a_recorded_plan_says_so_and_still_shows_what_it_took(tmp_
     assert campaign_cost_line(whole).startswith("planned: not recorded")
     planned_path(whole).write_text('{"schema": "something else"}', encoding="utf-8")
     assert read_planned_cost(whole) is None
-    assert campaign_cost_line(whole) == (
-        "planned: not recorded (the run was submitted before plans were recorded), took 0.0111 GPU-h (8 batches)"
-    )
+    line = campaign_cost_line(whole)
+    assert not missing_facts(line, "planned: not recorded", "before plans were recorded", "took 0.0111 GPU-h"), line
+    assert "(8 batches)" in line, "what it took counts the batches found, not the 9 planned"
 
 
 def test_evalwf_plan_of_a_finished_run_shows_planned_and_took(tmp_path, capsys):

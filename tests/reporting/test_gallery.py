@@ -9,22 +9,17 @@ import re
 import cv2
 import numpy as np
 import pytest
-from conftest import REPO, run_snakemake, standin_config, write_config
 
 from evalwf.report.gallery import GALLERY_PER_TASK
 
 pytestmark = pytest.mark.slow
 
 
-def test_summary_page_shows_up_to_three_failed_episodes_per_task(tmp_path):
-    # two tasks of two batches each: failures gathered across batches, per task
-    section = {"suites": {"alpha": ["reach", "push"]}, "batch_size": 3}
-    config = standin_config(
-        tmp_path, standin={**section, "record_video": "failures", "episodes_per_task": 6, "max_steps": 15}
-    )
-    configfile = write_config(tmp_path / "campaign.yaml", config)
-    run_snakemake(tmp_path, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
-    bench = tmp_path / "results" / "t" / "standin"
+def test_summary_page_shows_up_to_three_failed_episodes_per_task(finished_standin_run):
+    # the session's finished run (conftest.finished_standin_run): failures' videos recorded, tasks of two batches
+    # each, so failures are gathered across batches, per task
+    bench = finished_standin_run.benchmark_dir
+    assert all(len(list(task.glob("*.json"))) == 2 for task in (bench / "batches").glob("*/*")), "two batches a task"
     failures: dict[str, list[int]] = {}
     for path in sorted((bench / "batches").rglob("*.json")):
         result = json.loads(path.read_text())

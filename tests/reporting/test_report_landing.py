@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_snakemake, standin_config, standin_policy, write_config
+from conftest import REPO, FinishedRun, run_snakemake, standin_config, standin_policy, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -46,17 +46,22 @@ def _build(workdir: Path, config: dict) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="module")
-def single_report(tmp_path_factory) -> tuple[Path, str]:
-    workdir = tmp_path_factory.mktemp("single")
-    reference = {"source": "made-up paper", "standin": {"alpha": 75.0, "beta": 10.0}}
-    # one batch per task: the report is about the summaries, not the batches
-    return _build(workdir, standin_config(workdir, standin={"batch_size": 5}, reference=reference))
+def single_report(finished_standin_run: FinishedRun, tmp_path_factory) -> Path:
+    """The report of the session's finished run (conftest.finished_standin_run), written outside its directory."""
+    report = tmp_path_factory.mktemp("single") / "report.html"
+    run_snakemake(
+        finished_standin_run.workdir, "--configfile", str(finished_standin_run.configfile), "--report", str(report)
+    )
+    return report
 
 
 @pytest.fixture(scope="module")
 def sweep_report(tmp_path_factory) -> tuple[Path, str]:
     workdir = tmp_path_factory.mktemp("sweep")
-    config = standin_config(workdir, run="my-sweep", standin={"episodes_per_task": 2})
+    # a task in each of two suites: the comparison has per-suite rows, and where it sits does not depend on how
+    # many tasks there are (4 batch jobs, not 6)
+    section = {"suites": {"alpha": ["reach"], "beta": ["open"]}, "episodes_per_task": 2}
+    config = standin_config(workdir, run="my-sweep", standin=section)
     del config["policy"]
     config.update(
         policies=[standin_policy("step-1000", "--noise 1.4"), standin_policy("step-2000", "--noise 0.6")],
@@ -72,9 +77,9 @@ def _landing(html: str) -> str:
     return html[start : html.index("evalwf-links", start)]
 
 
-def test_report_contains_tables_plots_and_config(single_report):
-    report, _ = single_report
-    bench = report.parent / "results" / "t" / "standin"
+def test_report_contains_tables_plots_and_config(single_report, finished_standin_run):
+    report = single_report
+    bench = finished_standin_run.benchmark_dir
     assert (bench / "success_by_task.png").read_bytes()[:4] == b"\x89PNG"
     html = report.read_text(errors="replace")
     for name in (
@@ -103,7 +108,7 @@ def test_report_contains_tables_plots_and_config(single_report):
 
 def test_landing_page_starts_at_its_title_in_a_browser(single_report, tmp_path):
     _need_chromium()
-    report, _ = single_report
+    report = single_report
     view = CHROMIUM.page_view(
         report.as_uri(), ["#evalwf-title", ".evalwf-landing table", ".evalwf-plot"], ready="#evalwf-title"
     )
