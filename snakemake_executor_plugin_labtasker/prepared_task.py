@@ -39,7 +39,7 @@ class TaskSubmission:
 
     def _external_jobids(self, job: JobExecutorInterface) -> list[str]:
         """The task ids this job's incomplete markers name (Snakemake's persistence, an internal API: its presence
-        is checked at start-up and pinned by tests/executor/test_snakemake_internals.py, so resuming never
+        is checked at start-up and pinned by tests/plugin/test_snakemake_internals.py, so resuming never
         silently turns into delete-and-rerun). A marker that cannot be read names nothing."""
         try:
             return list(self.workflow.persistence.external_jobids(job))

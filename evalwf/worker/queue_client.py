@@ -2,7 +2,7 @@
 registration with the queue (a worker observation).
 
 Labtasker 2.8 exposes these only as private client methods (`Client._claim`, ...), which a Labtasker upgrade may
-change without notice: they are called here and nowhere else, and tests/runtime/test_queue_client_contract.py
+change without notice: they are called here and nowhere else, and tests/worker/test_queue_client_contract.py
 checks their signatures against the pinned version, so a change fails loudly instead of breaking workers.
 """
 

@@ -1,6 +1,6 @@
 """The session's finished local-profile run (conftest.finished_standin_run): CSV totals equal the sum over batch
 files, and a rerun has nothing to do. (A corrupt batch named, then only it recomputed:
-tests/executor/test_campaign_faults.py::test_untrusted_batch_json_is_named_never_summarised_and_rerun_after_deleting.)
+tests/plugin/test_campaign_faults.py::test_untrusted_batch_json_is_named_never_summarised_and_rerun_after_deleting.)
 """
 
 from __future__ import annotations

@@ -207,7 +207,7 @@ def test_a_config_override_is_refused_before_anything_is_written(tmp_path, labta
 
 # What needs the worker's allowed directories or the campaign's plan; what a payload's shape alone refuses (unknown
 # keys such as a command or a policy block, options as target jobs, versions, numbers, group ids, rules and wildcards
-# that disagree) is tested on TaskPayload.parse in tests/core/test_task_payload.py.
+# that disagree) is tested on TaskPayload.parse in tests/contract/test_task_payload.py.
 ATTACKS = {
     "foreign-policy-identity": (lambda p: {"policy_identity": "evil@0123456789abcdef"}, "not the policy of its config"),
     # extra job-step options
@@ -360,7 +360,7 @@ def test_config_files_only_from_allowed_config_directories(tmp_path):
     assert step.argv[step.argv.index("--configfiles") + 1] == str(tmp_path / "config" / "campaign.yaml")
 
 
-# -- the token of a server given by URL (the embedded server has none: tests/executor/test_embedded_server.py) --
+# -- the token of a server given by URL (the embedded server has none: tests/queue/test_embedded_server.py) --
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token"], ids=["no-token", "wrong-token"])

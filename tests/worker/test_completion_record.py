@@ -1,5 +1,5 @@
 """The record of a job step's success that lets a worker adopt a run whose report was lost: only that run, only
-while its outputs are the files it wrote (the end-to-end case: tests/executor/test_server_outages.py)."""
+while its outputs are the files it wrote (the end-to-end case: tests/plugin/test_server_outages.py)."""
 
 from __future__ import annotations
 

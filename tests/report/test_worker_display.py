@@ -1,5 +1,5 @@
 """The workers table of `python -m evalwf.report.status`: what each worker's policy server is doing, from the
-status.json the worker writes (the real-worker versions: tests/executor/test_visible_waiting.py)."""
+status.json the worker writes (the real-worker versions: tests/plugin/test_visible_waiting.py)."""
 
 from __future__ import annotations
 

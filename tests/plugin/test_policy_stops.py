@@ -1,7 +1,7 @@
 """The submitter's side of the per-policy circuit breaker: a submission begins a new generation and names what the
 previous one stopped; a breaker the workers opened is found once; a stopped policy's queued tasks are cancelled on
 a real Labtasker server with the reason recorded, its finished ones are quiet; the one message says what, why,
-where and what now. The whole path: tests/executor/test_policy_breaker.py."""
+where and what now. The whole path: tests/plugin/test_policy_breaker.py."""
 # ruff: noqa: F401, F811  (pytest fixtures imported from labtasker_testkit are used as parameters)
 
 from __future__ import annotations

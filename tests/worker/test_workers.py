@@ -1,6 +1,6 @@
 """Worker behaviour with real workers and real Snakemake runs: policy server reuse, Ctrl-C of the submitter.
 
-A worker stopped mid-batch (SIGTERM, Ctrl-C) and killed (kill -9): tests/executor/test_campaign_faults.py."""
+A worker stopped mid-batch (SIGTERM, Ctrl-C) and killed (kill -9): tests/plugin/test_campaign_faults.py."""
 
 # ruff: noqa: F401, F811  (pytest fixtures imported from labtasker_testkit are used as parameters)
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The per-policy circuit breaker's bookkeeping (evalwf.queue.breaker) and the worker's use of it
 (evalwf.worker.policy_breaker) with real policy server processes; the whole path through real workers and
-snakemake is tests/executor/test_policy_breaker.py."""
+snakemake is tests/plugin/test_policy_breaker.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The queue task (evalwf/contract/task_payload.py): what the plugin builds is what a worker parses, field for field,
 and each malformed field is refused naming it, before any file of the task is looked at. What needs the worker's
-allowed directories and the campaign's plan (code files, jobs, outputs, policy) is in tests/executor/test_trust.py."""
+allowed directories and the campaign's plan (code files, jobs, outputs, policy) is in tests/worker/test_trust.py."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # The tests' workflow directories are temporary; their Snakefile is the repository's, which their workers allow too
 # (Workers.start(allow=[workdir, REPO])): the submitter is told so, or it refuses every task before creating it.
 LABTASKER_PROFILE = ["--profile", str(REPO / "profiles" / "labtasker"), "--labtasker-allow-workflow", str(REPO)]
@@ -255,7 +255,7 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str, interva
 
 def cmdlines() -> list[bytes]:
     """Every process's command line as `ps` shows it (/proc/<pid>/cmdline, NUL-separated), for the scans that a
-    token never stands on one (tests/executor/test_trust.py, tests/executor/test_multihost.py)."""
+    token never stands on one (tests/worker/test_trust.py, tests/plugin/test_multihost.py)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():

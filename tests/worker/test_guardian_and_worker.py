@@ -56,7 +56,7 @@ def test_kill_9_of_the_owner_kills_and_reaps_every_guarded_descendant():
 
 
 def _args(workdir: Path, **overrides) -> dict:
-    """A version-2 payload: it names the job; the worker builds the command (tests/executor/test_trust.py has the
+    """A version-2 payload: it names the job; the worker builds the command (tests/worker/test_trust.py has the
     attacks)."""
     from conftest import SNAKEFILE, standin_config, write_config
 

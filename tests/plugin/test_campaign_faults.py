@@ -3,9 +3,9 @@ subprocesses, real `snakemake` runs and real signals.
 
 Cases already proven elsewhere are not repeated here (docs/faults.md):
 - snakemake kill -9, then the same command:
-  tests/executor/test_campaign.py::test_killed_snakemake_rerun_reattaches_and_finishes_on_the_embedded_server
+  tests/plugin/test_campaign.py::test_killed_snakemake_rerun_reattaches_and_finishes_on_the_embedded_server
 - dead proxy variables exported:
-  tests/executor/test_campaign.py::test_two_workers_reproduce_the_local_profile_despite_a_dead_proxy
+  tests/plugin/test_campaign.py::test_two_workers_reproduce_the_local_profile_despite_a_dead_proxy
 - a batch JSON whose success count was edited:
   tests/workflow/test_local_run.py::test_corrupt_batch_is_named_then_only_it_is_recomputed
 """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 from conftest import standin_config
-from executor.labtasker_testkit import client, labtasker_url, queue
+from labtasker_testkit import client, labtasker_url, queue
 from runkit import fabricate_run
 
 from evalwf.contract import campaign_key
