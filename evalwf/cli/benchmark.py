@@ -23,7 +23,13 @@ from benchmarks import registry
 from evalwf.common.errors import ConfigError
 from evalwf.common.paths import PROJECT_ROOT
 from evalwf.job import node_probe
-from evalwf.plan.config import NOT_RESULTS_DEFINING, benchmark_sections, config_schema, validate_section
+from evalwf.plan.config import (
+    NOT_RESULTS_DEFINING,
+    benchmark_sections,
+    config_schema,
+    schema_refusals,
+    validate_section,
+)
 
 
 def section_properties(name: str) -> dict[str, Any]:
@@ -79,10 +85,13 @@ def _setting_lines(key: str, schema: dict[str, Any], required: set[str], indent:
 
 
 def list_benchmarks() -> int:
+    """The table of benchmarks; a benchmark whose schema.yaml is broken is listed with `?` and its refusal after the
+    table (exit 1), the others as always."""
+    refusals = schema_refusals()
     rows = [("benchmark", "package", "schema", "python (default)", "suites", "tasks")]
     for name in registry.names():
         known = registry.adapter(name).known_suites()
-        python = json.dumps(section_properties(name).get("python", {}).get("default"))
+        python = "?" if name in refusals else json.dumps(section_properties(name).get("python", {}).get("default"))
         rows.append(
             (
                 name,
@@ -100,10 +109,16 @@ def list_benchmarks() -> int:
         "\npython: the default of benchmarks.<name>.python, where the simulator runs (null: the workflow's own "
         "interpreter); a config sets it (config/libero.yaml: .venv-libero/bin/python). tasks: over all suites."
     )
-    return 0
+    for refusal in refusals.values():
+        print(f"evalwf benchmark list: {refusal}", file=sys.stderr)
+    return 1 if refusals else 0
 
 
 def show_benchmark(name: str) -> int:
+    refusal = schema_refusals().get(name)
+    if refusal is not None:
+        print(f"evalwf benchmark show: {refusal}", file=sys.stderr)
+        return 2
     schema = config_schema()["$defs"][name]
     description = " ".join(str(registry.section_schema(name).get("description") or "").split())
     print(f"{name} ({registry.package(name)}): {description}".rstrip(": "))

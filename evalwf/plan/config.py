@@ -25,16 +25,35 @@ def _read_yaml(path: Path) -> Any:
 
 
 @cache
+def _section_schemas() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each registered benchmark's section schema, and the refusal of each whose schema.yaml cannot be read: one
+    broken file refuses its own benchmark only."""
+    schemas: dict[str, dict[str, Any]] = {}
+    refusals: dict[str, str] = {}
+    for name in registry.names():
+        try:
+            schemas[name] = registry.section_schema(name)
+        except registry.BrokenSchema as error:
+            refusals[name] = str(error)
+    return schemas, refusals
+
+
+def schema_refusals() -> dict[str, str]:
+    """Benchmark -> why it is refused (its schema.yaml is broken: the message names the file, line and column)."""
+    return dict(_section_schemas()[1])
+
+
+@cache
 def config_schema() -> dict[str, Any]:
     """The main schema (evalwf/plan/config.schema.yaml) with the policy block's (evalwf/policy/policy.schema.yaml)
     and a `benchmarks` and a `reference` key per registered benchmark (benchmarks.registry), each section schema
-    merged with the common benchmark keys."""
+    merged with the common benchmark keys. A benchmark whose schema.yaml is broken is left out (schema_refusals)."""
     text = resources.files("evalwf.plan").joinpath("config.schema.yaml").read_text(encoding="utf-8")
     schema = yaml.safe_load(text)
     schema["$defs"]["policy"] = policy_schema()
     common = schema["$defs"]["benchmark_common"]
-    for name in registry.names():
-        section = {"type": "object", **registry.section_schema(name)}
+    for name, section_schema in _section_schemas()[0].items():
+        section = {"type": "object", **section_schema}
         section.pop("$schema", None)
         section["properties"] = {**common["properties"], **section.get("properties", {})}
         section["required"] = sorted(set(common["required"]) | set(section.get("required", [])))
@@ -308,6 +327,16 @@ def _check_adaptive(config: dict[str, Any]) -> None:
             )
 
 
+def _refuse_broken_benchmarks(config: dict[str, Any]) -> None:
+    """A configured benchmark whose schema.yaml is broken is refused with its file, line and column (the schema
+    leaves it out, which alone would read as an unknown key)."""
+    sections = config.get("benchmarks")
+    refusals = schema_refusals()
+    for name in sections if isinstance(sections, dict) else ():
+        if name in refusals:
+            raise ConfigError(f"invalid config: config key 'benchmarks.{name}': {refusals[name]}")
+
+
 def validate_config(raw: dict[str, Any] | None) -> dict[str, Any]:
     """Validate a config dict, fill defaults, and run each benchmark's semantic checks.
 
@@ -317,6 +346,7 @@ def validate_config(raw: dict[str, Any] | None) -> dict[str, Any]:
         raise ConfigError("empty config: pass one with --configfile config/<name>.yaml (see config/README.md)")
     config = copy.deepcopy(dict(raw))
     _leave_out_policy_only_sections(config)
+    _refuse_broken_benchmarks(config)
     _require_a_policy_per_benchmark(config)
     _given_policy(config, TOP_POLICY_KEYS, "")  # at most one of them
     validator = _with_defaults(jsonschema.Draft202012Validator)(config_schema())
