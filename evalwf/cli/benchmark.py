@@ -90,7 +90,7 @@ def list_benchmarks() -> int:
     refusals = schema_refusals()
     rows = [("benchmark", "package", "schema", "python (default)", "suites", "tasks")]
     for name in registry.names():
-        known = registry.adapter(name).known_suites()
+        known = None if name in refusals else registry.adapter(name).known_suites()  # its settings: from its schema
         python = "?" if name in refusals else json.dumps(section_properties(name).get("python", {}).get("default"))
         rows.append(
             (

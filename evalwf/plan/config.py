@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import jsonschema
@@ -15,8 +17,20 @@ from benchmarks import registry
 from evalwf.benchmark.adapter import benchmark_settings, get_adapter
 from evalwf.common.code_paths import code_path_refusal
 from evalwf.common.errors import ConfigError
+from evalwf.plan.campaign_config import (
+    SECTION_CAMPAIGN_KEYS,
+    SECTION_POLICY_KEYS,
+    TOP_POLICY_KEYS,
+    AdaptiveConfig,
+    BenchmarkConfig,
+    CampaignConfig,
+    section_settings,
+)
 from evalwf.policy.command_template import check_command_template
 from evalwf.policy.schema import policy_schema
+from evalwf.policy.spec import PolicySpec
+
+__all__ = ["SECTION_CAMPAIGN_KEYS", "CampaignConfig", "load_config", "section_settings", "validate_config"]
 
 
 def _read_yaml(path: Path) -> Any:
@@ -24,23 +38,15 @@ def _read_yaml(path: Path) -> Any:
         return yaml.safe_load(handle)
 
 
-@cache
-def _section_schemas() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """Each registered benchmark's section schema, and the refusal of each whose schema.yaml cannot be read: one
-    broken file refuses its own benchmark only."""
-    schemas: dict[str, dict[str, Any]] = {}
-    refusals: dict[str, str] = {}
-    for name in registry.names():
-        try:
-            schemas[name] = registry.section_schema(name)
-        except registry.BrokenSchema as error:
-            refusals[name] = str(error)
-    return schemas, refusals
+# Benchmark -> why it is refused, as the last config_schema() found it (a broken schema.yaml refuses its own
+# benchmark only); config_schema's cache and this table are cleared together (config_schema.cache_clear()).
+_REFUSALS: dict[str, str] = {}
 
 
 def schema_refusals() -> dict[str, str]:
     """Benchmark -> why it is refused (its schema.yaml is broken: the message names the file, line and column)."""
-    return dict(_section_schemas()[1])
+    config_schema()
+    return dict(_REFUSALS)
 
 
 @cache
@@ -52,8 +58,13 @@ def config_schema() -> dict[str, Any]:
     schema = yaml.safe_load(text)
     schema["$defs"]["policy"] = policy_schema()
     common = schema["$defs"]["benchmark_common"]
-    for name, section_schema in _section_schemas()[0].items():
-        section = {"type": "object", **section_schema}
+    _REFUSALS.clear()
+    for name in registry.names():
+        try:
+            section = {"type": "object", **registry.section_schema(name)}
+        except registry.BrokenSchema as error:
+            _REFUSALS[name] = str(error)
+            continue
         section.pop("$schema", None)
         section["properties"] = {**common["properties"], **section.get("properties", {})}
         section["required"] = sorted(set(common["required"]) | set(section.get("required", [])))
@@ -138,14 +149,6 @@ def expand_policy_sweep(config: dict[str, Any]) -> dict[str, Any]:
     return {**expanded, "policies": policies}
 
 
-# Where a config gives policies: the top level (the default of every benchmark without its own) and a benchmark's
-# section (that benchmark's own). Each place takes at most one of its keys.
-TOP_POLICY_KEYS = ("policy", "policies", "policy_sweep")
-SECTION_POLICY_KEYS = ("policy", "policies")
-# What a benchmark's section may hold besides its benchmark's settings: never part of what shapes an episode.
-SECTION_CAMPAIGN_KEYS = (*SECTION_POLICY_KEYS, "baseline")
-
-
 def _given_policy(node: dict[str, Any], keys: tuple[str, ...], where: str) -> list[dict[str, Any]] | None:
     """The policy blocks one place gives (a `policies` list, or the one `policy`), None when it gives none."""
     given = [key for key in keys if key in node]
@@ -157,7 +160,7 @@ def _given_policy(node: dict[str, Any], keys: tuple[str, ...], where: str) -> li
     return list(node["policies"]) if given[0] == "policies" else [node[given[0]]]
 
 
-def benchmark_policies(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def _benchmark_policies(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Benchmark -> the policy blocks that evaluate it, in config order: its section's own `policy` / `policies`,
     else the top-level ones (a validated config: `policy_sweep` is expanded into `policies` already)."""
     default = _given_policy(config, TOP_POLICY_KEYS, "") or []
@@ -167,42 +170,36 @@ def benchmark_policies(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]
     }
 
 
-def campaign_policy_blocks(config: dict[str, Any]) -> list[dict[str, Any]]:
+def _campaign_policy_blocks(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every policy that evaluates some benchmark of the campaign, once each (by name), in config order."""
     found: dict[str, dict[str, Any]] = {}
-    for blocks in benchmark_policies(config).values():
+    for blocks in _benchmark_policies(config).values():
         for block in blocks:
             found.setdefault(block["name"], block)
     return list(found.values())
 
 
-def campaign_baseline(config: dict[str, Any]) -> str:
+def _campaign_baseline(config: dict[str, Any]) -> str:
     """The policy the others are compared with where a benchmark's section names none: `baseline`, else the first
     policy in config order. Derived here and nowhere else: a schema default cannot name it (it depends on the
     policies), and validation does not write it into the config."""
-    return config["baseline"] if "baseline" in config else campaign_policy_blocks(config)[0]["name"]
+    return config["baseline"] if "baseline" in config else _campaign_policy_blocks(config)[0]["name"]
 
 
-def benchmark_baseline(config: dict[str, Any], benchmark: str) -> str:
+def _benchmark_baseline(config: dict[str, Any], benchmark: str) -> str:
     """The policy the others are compared with on `benchmark`: its section's `baseline`, else the campaign's
     (campaign_baseline) when that policy evaluates it, else the first of its policies."""
-    names = [block["name"] for block in benchmark_policies(config)[benchmark]]
+    names = [block["name"] for block in _benchmark_policies(config)[benchmark]]
     section = config["benchmarks"][benchmark]
-    chosen = section["baseline"] if "baseline" in section else campaign_baseline(config)
+    chosen = section["baseline"] if "baseline" in section else _campaign_baseline(config)
     return chosen if chosen in names else names[0]
 
 
-def several_policies(config: dict[str, Any]) -> bool:
+def _several_policies(config: dict[str, Any]) -> bool:
     """A campaign of several policies (a `policies` list anywhere, or different policies for different
     benchmarks): its batches and summaries go to <results_dir>/<run>/<policy>/<benchmark>/."""
     lists = "policies" in config or any("policies" in section for section in config["benchmarks"].values())
-    return lists or len(campaign_policy_blocks(config)) > 1
-
-
-def section_settings(section: dict[str, Any]) -> dict[str, Any]:
-    """A benchmark's section without the campaign keys it may hold (its policies, its baseline): what its
-    adapter, its manifests and its batches read."""
-    return {key: value for key, value in section.items() if key not in SECTION_CAMPAIGN_KEYS}
+    return lists or len(_campaign_policy_blocks(config)) > 1
 
 
 # Names a policy may not take in a campaign of several policies: they are folders of <results_dir>/<run>/ already.
@@ -272,7 +269,7 @@ def _check_policies(config: dict[str, Any]) -> None:
                     f"invalid config: policy name {block['name']!r} is given two different blocks (in '{first[1]}' "
                     f"and '{label}'): one name, one policy; rename one of them"
                 )
-    several = several_policies(config)
+    several = _several_policies(config)
     taken = sorted(set(blocks) & (set(RESERVED_POLICY_NAMES) | set(registry.names()))) if several else []
     if taken:
         raise ConfigError(
@@ -298,14 +295,14 @@ def _check_adaptive(config: dict[str, Any]) -> None:
     """Rounds need a sweep, batches that each lie in one round, and more than one round."""
     if "adaptive" not in config:
         return
-    if not several_policies(config):
+    if not _several_policies(config):
         raise ConfigError(
             "invalid config: config key 'adaptive': only for a sweep of several policies ('policies' or "
             "'policy_sweep'); remove it to evaluate one policy"
         )
     adaptive = config["adaptive"]
     rounds = adaptive["round_episodes"]
-    for name, blocks in benchmark_policies(config).items():
+    for name, blocks in _benchmark_policies(config).items():
         if len(blocks) < 2:
             continue  # one policy evaluates it: nothing to compare, it runs in full
         section = config["benchmarks"][name]
@@ -337,10 +334,12 @@ def _refuse_broken_benchmarks(config: dict[str, Any]) -> None:
             raise ConfigError(f"invalid config: config key 'benchmarks.{name}': {refusals[name]}")
 
 
-def validate_config(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """Validate a config dict, fill defaults, and run each benchmark's semantic checks.
+def validate_config(raw: Mapping[str, Any] | None) -> CampaignConfig:
+    """Validate a config (the user's dict, or a CampaignConfig again), fill defaults, and run each benchmark's
+    semantic checks.
 
-    Returns a new dict; raises ConfigError with one message naming the offending key.
+    Returns the frozen CampaignConfig (the caller's dict is not changed); raises ConfigError with one message naming
+    the offending key.
     """
     if not raw:
         raise ConfigError("empty config: pass one with --configfile config/<name>.yaml (see config/README.md)")
@@ -366,7 +365,35 @@ def validate_config(raw: dict[str, Any] | None) -> dict[str, Any]:
             )
         # unknown suites / tasks raise ConfigError naming the key
         get_adapter(name).expand(benchmark_settings(name, section_settings(section)))
-    return config
+    return _campaign_config(config)
+
+
+def _campaign_config(config: dict[str, Any]) -> CampaignConfig:
+    """The frozen value of a validated config document: the policies, baselines and adaptive block derived once."""
+    specs = {block["name"]: PolicySpec.from_config(block) for block in _campaign_policy_blocks(config)}
+    benchmarks = {
+        name: BenchmarkConfig(
+            name=name,
+            policies=tuple(specs[block["name"]] for block in blocks),
+            baseline=_benchmark_baseline(config, name),
+            episodes_per_task=config["benchmarks"][name]["episodes_per_task"],
+            batch_size=config["benchmarks"][name]["batch_size"],
+            _settings=MappingProxyType(section_settings(config["benchmarks"][name])),
+        )
+        for name, blocks in _benchmark_policies(config).items()
+    }
+    return CampaignConfig(
+        run=config["run"],
+        results_dir=config["results_dir"],
+        manifest_cache=config["manifest_cache"],
+        benchmarks=MappingProxyType(benchmarks),
+        policies=tuple(specs.values()),
+        baseline=_campaign_baseline(config),
+        several_policies=_several_policies(config),
+        adaptive=AdaptiveConfig.of(config["adaptive"]) if "adaptive" in config else None,
+        reference=MappingProxyType(copy.deepcopy(config["reference"])),
+        _document=MappingProxyType(config),
+    )
 
 
 def validate_section(benchmark: str, section: dict[str, Any]) -> dict[str, Any]:
@@ -398,7 +425,7 @@ def gives_a_policy(*paths: str | Path) -> bool:
     return in_sections or any(key in merged for key in TOP_POLICY_KEYS)
 
 
-def load_config(*paths: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) -> CampaignConfig:
     """Read YAML files, merged (read_config_files: files that disagree are refused), apply `overrides` (snakemake's
     --config: they may override anything), and validate."""
     merged = read_config_files(*paths)

@@ -59,8 +59,8 @@ def load_run(run_dir: Path, workdir: Path) -> Campaign:
     snapshot.pop("policy_identities", None)  # a run of several policies
     snapshot.pop("benchmark_policies", None)
     config = validate_config(snapshot)
-    if not Path(config["results_dir"]).is_absolute():
-        config["results_dir"] = str(workdir / config["results_dir"])
+    if not Path(config.results_dir).is_absolute():
+        config = config.with_results_dir(str(workdir / config.results_dir))
     campaign = Campaign(config)
     for benchmark in campaign.benchmarks:  # without it, its manifest names here would be none of the run's
         reason = campaign.environment_unavailable(benchmark)
