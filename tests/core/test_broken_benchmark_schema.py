@@ -3,6 +3,7 @@ other benchmarks still list, validate and plan (one broken file must not take ev
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -20,11 +21,20 @@ BROKEN_SCHEMA = "type: object\nproperties:\n  suites: {type: object\n  max_steps
 
 @pytest.fixture
 def broken_benchmark(tmp_path, monkeypatch):
-    """A benchmark `broken` registered beside the real ones: the stand-in's adapter, a schema.yaml that is not YAML."""
+    """A benchmark `broken` registered beside the real ones, laid out as they are (its adapter reads the settings
+    class its settings.py makes of its schema.yaml): the stand-in's adapter, a schema.yaml that is not YAML."""
     package = tmp_path / "brokenbench"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "adapter.py").write_text("from benchmarks.standin.adapter import Adapter  # noqa: F401\n")
+    (package / "settings.py").write_text(
+        "from evalwf.benchmark.settings import settings_class\n\n"
+        "BrokenSettings = settings_class('BrokenSettings', __name__)\n"
+    )
+    (package / "adapter.py").write_text(
+        "from benchmarks.standin.adapter import Adapter as StandinAdapter\n"
+        "from brokenbench.settings import BrokenSettings\n\n\n"
+        "class Adapter(StandinAdapter):\n    settings_class = BrokenSettings\n"
+    )
     (package / "schema.yaml").write_text(BROKEN_SCHEMA)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(registry.BENCHMARKS, "broken", "brokenbench")
@@ -37,7 +47,6 @@ def broken_benchmark(tmp_path, monkeypatch):
 def _forget_schemas() -> None:
     """Drop what was read of the registry (this test's package lives in its own tmp_path)."""
     config_module.config_schema.cache_clear()
-    getattr(config_module, "_section_schemas", config_module.config_schema).cache_clear()
     for module in [name for name in sys.modules if name.split(".")[0] == "brokenbench"]:
         del sys.modules[module]
     registry._ADAPTERS.pop(("broken", "brokenbench"), None)
@@ -68,3 +77,8 @@ def test_a_config_of_the_broken_benchmark_is_refused_naming_its_file_and_the_oth
     message = str(refused.value)
     assert "'benchmarks.broken'" in message and f"{broken_benchmark}, line 4, column 12" in message
     assert main(["show", "broken"]) == 2
+
+
+def test_the_settings_class_of_a_broken_schema_is_refused_naming_its_file(broken_benchmark):
+    with pytest.raises(registry.BrokenSchema, match=rf"{re.escape(str(broken_benchmark))}, line 4, column 12"):
+        registry.adapter("broken")
