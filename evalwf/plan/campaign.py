@@ -13,7 +13,7 @@ from evalwf.benchmark.adapter import TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange, plan_batches
 from evalwf.benchmark.settings import BenchmarkSettings
 from evalwf.common.hashing import short_hash
-from evalwf.plan.campaign_config import CampaignConfig
+from evalwf.plan.campaign_config import CampaignConfig, SectionDocument
 from evalwf.plan.config import results_defining_settings
 from evalwf.plan.environment import episode_environments, unavailable_reason
 from evalwf.plan.manifest import manifest_hash
@@ -142,7 +142,7 @@ class PlannedTasks:
         """The benchmarks planned here (a member of several policies: those of its policy)."""
         return list(self._benchmarks)
 
-    def section(self, benchmark: str) -> dict[str, Any]:
+    def section(self, benchmark: str) -> SectionDocument:
         """The benchmark's validated section without the policies it may name: what is hashed and handed over to
         a job step (which makes its settings of it again)."""
         return self.config.section_settings(benchmark)

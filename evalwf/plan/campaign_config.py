@@ -12,12 +12,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
+from evalwf.common.json_value import JsonValue
+from evalwf.policy.schema import PolicyBlock
 from evalwf.policy.spec import PolicySpec
-
-# A value of the validated YAML document: what a key of the config holds.
-JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
 
 # Where a config gives policies: the top level (the default of every benchmark without its own) and a benchmark's
 # section (that benchmark's own). Each place takes at most one of its keys.
@@ -27,7 +26,47 @@ SECTION_POLICY_KEYS = ("policy", "policies")
 SECTION_CAMPAIGN_KEYS = (*SECTION_POLICY_KEYS, "baseline")
 
 
-def section_settings(section: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+# A benchmark's section as a config gives it: its settings (shaped by its schema.yaml) and maybe its policy keys.
+SectionDocument = dict[str, JsonValue]
+
+
+class PolicySweepBlock(TypedDict, total=False):
+    """`policy_sweep`: one command template over several checkpoints (expanded into `policies` by validation)."""
+
+    command: str
+    checkpoints: dict[str, str]  # policy name -> checkpoint
+    env: dict[str, str | int | float | bool]
+    startup_timeout_s: float
+    infer_timeout_s: float
+
+
+class AdaptiveBlock(TypedDict):
+    """`adaptive:` as validation fills it (every key has a schema default)."""
+
+    alpha: float
+    drop: str
+    margin_pp: float
+    min_episodes: int
+    round_episodes: int
+
+
+class ConfigDocument(TypedDict, total=False):
+    """A campaign config as YAML gives it (evalwf/plan/config.schema.yaml); validated, `run` and `benchmarks` are
+    there and every key with a default is filled."""
+
+    run: str
+    results_dir: str
+    manifest_cache: str
+    policy: PolicyBlock
+    policies: list[PolicyBlock]
+    policy_sweep: PolicySweepBlock
+    baseline: str
+    adaptive: AdaptiveBlock
+    benchmarks: dict[str, SectionDocument]
+    reference: dict[str, JsonValue]  # "source": text; <benchmark>: {suite: percent}
+
+
+def section_settings(section: Mapping[str, JsonValue]) -> SectionDocument:
     """A benchmark's section without the campaign keys it may hold (its policies, its baseline): what its
     adapter, its manifests and its batches read."""
     return {key: copy.deepcopy(value) for key, value in section.items() if key not in SECTION_CAMPAIGN_KEYS}
@@ -44,7 +83,7 @@ class AdaptiveConfig:
     round_episodes: int
 
     @classmethod
-    def of(cls, block: Mapping[str, JsonValue]) -> AdaptiveConfig:
+    def of(cls, block: AdaptiveBlock) -> AdaptiveConfig:
         return cls(
             alpha=float(block["alpha"]),  # type: ignore[arg-type]
             drop=str(block["drop"]),
@@ -70,7 +109,7 @@ class BenchmarkConfig:
     def policy_names(self) -> list[str]:
         return [policy.name for policy in self.policies]
 
-    def settings(self) -> dict[str, JsonValue]:
+    def settings(self) -> SectionDocument:
         """The validated section without its campaign keys (a copy): what its adapter, its manifests and its
         batches read (evalwf.benchmark.adapter.benchmark_settings makes the typed settings of it)."""
         return copy.deepcopy(dict(self._settings))
@@ -105,7 +144,7 @@ class CampaignConfig(Mapping[str, Any]):
         """The policy the others are compared with on `benchmark`."""
         return self.benchmarks[benchmark].baseline
 
-    def section_settings(self, benchmark: str) -> dict[str, JsonValue]:
+    def section_settings(self, benchmark: str) -> SectionDocument:
         """The benchmark's validated section without its campaign keys (a copy)."""
         return self.benchmarks[benchmark].settings()
 

@@ -17,6 +17,7 @@ from benchmarks import registry
 from evalwf.benchmark.adapter import benchmark_settings, get_adapter
 from evalwf.common.code_paths import code_path_refusal
 from evalwf.common.errors import ConfigError
+from evalwf.common.json_value import JsonValue
 from evalwf.plan.campaign_config import (
     SECTION_CAMPAIGN_KEYS,
     SECTION_POLICY_KEYS,
@@ -24,10 +25,12 @@ from evalwf.plan.campaign_config import (
     AdaptiveConfig,
     BenchmarkConfig,
     CampaignConfig,
+    ConfigDocument,
+    SectionDocument,
     section_settings,
 )
 from evalwf.policy.command_template import check_command_template
-from evalwf.policy.schema import policy_schema
+from evalwf.policy.schema import PolicyBlock, policy_schema
 from evalwf.policy.spec import PolicySpec
 
 __all__ = ["SECTION_CAMPAIGN_KEYS", "CampaignConfig", "load_config", "section_settings", "validate_config"]
@@ -50,7 +53,7 @@ def schema_refusals() -> dict[str, str]:
 
 
 @cache
-def config_schema() -> dict[str, Any]:
+def config_schema() -> dict[str, JsonValue]:
     """The main schema (evalwf/plan/config.schema.yaml) with the policy block's (evalwf/policy/policy.schema.yaml)
     and a `benchmarks` and a `reference` key per registered benchmark (benchmarks.registry), each section schema
     merged with the common benchmark keys. A benchmark whose schema.yaml is broken is left out (schema_refusals)."""
@@ -79,7 +82,7 @@ def config_schema() -> dict[str, Any]:
 NOT_RESULTS_DEFINING = "x-results-defining"
 
 
-def results_defining_settings(benchmark: str, section: dict[str, Any]) -> dict[str, Any]:
+def results_defining_settings(benchmark: str, section: SectionDocument) -> SectionDocument:
     """The part of a validated benchmark section that shapes episodes' outcomes: every key not annotated
     `x-results-defining: false` in the schema, minus host-local keys (leading "_")."""
     properties = config_schema()["$defs"][benchmark]["properties"]
@@ -134,7 +137,7 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"config key '{where}': {error.message}"
 
 
-def expand_policy_sweep(config: dict[str, Any]) -> dict[str, Any]:
+def expand_policy_sweep(config: ConfigDocument) -> ConfigDocument:
     """`policy_sweep` (one command template over several checkpoints) as the `policies` it stands for."""
     sweep = config["policy_sweep"]
     if "{checkpoint}" not in sweep["command"]:
@@ -149,7 +152,9 @@ def expand_policy_sweep(config: dict[str, Any]) -> dict[str, Any]:
     return {**expanded, "policies": policies}
 
 
-def _given_policy(node: dict[str, Any], keys: tuple[str, ...], where: str) -> list[dict[str, Any]] | None:
+def _given_policy(
+    node: ConfigDocument | SectionDocument, keys: tuple[str, ...], where: str
+) -> list[PolicyBlock] | None:
     """The policy blocks one place gives (a `policies` list, or the one `policy`), None when it gives none."""
     given = [key for key in keys if key in node]
     if len(given) > 1:
@@ -160,7 +165,7 @@ def _given_policy(node: dict[str, Any], keys: tuple[str, ...], where: str) -> li
     return list(node["policies"]) if given[0] == "policies" else [node[given[0]]]
 
 
-def _benchmark_policies(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def _benchmark_policies(config: ConfigDocument) -> dict[str, list[PolicyBlock]]:
     """Benchmark -> the policy blocks that evaluate it, in config order: its section's own `policy` / `policies`,
     else the top-level ones (a validated config: `policy_sweep` is expanded into `policies` already)."""
     default = _given_policy(config, TOP_POLICY_KEYS, "") or []
@@ -170,23 +175,23 @@ def _benchmark_policies(config: dict[str, Any]) -> dict[str, list[dict[str, Any]
     }
 
 
-def _campaign_policy_blocks(config: dict[str, Any]) -> list[dict[str, Any]]:
+def _campaign_policy_blocks(config: ConfigDocument) -> list[PolicyBlock]:
     """Every policy that evaluates some benchmark of the campaign, once each (by name), in config order."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, PolicyBlock] = {}
     for blocks in _benchmark_policies(config).values():
         for block in blocks:
             found.setdefault(block["name"], block)
     return list(found.values())
 
 
-def _campaign_baseline(config: dict[str, Any]) -> str:
+def _campaign_baseline(config: ConfigDocument) -> str:
     """The policy the others are compared with where a benchmark's section names none: `baseline`, else the first
     policy in config order. Derived here and nowhere else: a schema default cannot name it (it depends on the
     policies), and validation does not write it into the config."""
     return config["baseline"] if "baseline" in config else _campaign_policy_blocks(config)[0]["name"]
 
 
-def _benchmark_baseline(config: dict[str, Any], benchmark: str) -> str:
+def _benchmark_baseline(config: ConfigDocument, benchmark: str) -> str:
     """The policy the others are compared with on `benchmark`: its section's `baseline`, else the campaign's
     (campaign_baseline) when that policy evaluates it, else the first of its policies."""
     names = [block["name"] for block in _benchmark_policies(config)[benchmark]]
@@ -195,7 +200,7 @@ def _benchmark_baseline(config: dict[str, Any], benchmark: str) -> str:
     return chosen if chosen in names else names[0]
 
 
-def _several_policies(config: dict[str, Any]) -> bool:
+def _several_policies(config: ConfigDocument) -> bool:
     """A campaign of several policies (a `policies` list anywhere, or different policies for different
     benchmarks): its batches and summaries go to <results_dir>/<run>/<policy>/<benchmark>/."""
     lists = "policies" in config or any("policies" in section for section in config["benchmarks"].values())
@@ -206,7 +211,7 @@ def _several_policies(config: dict[str, Any]) -> bool:
 RESERVED_POLICY_NAMES = ("comparison", "logs", "campaign.yaml")
 
 
-def _leave_out_policy_only_sections(config: dict[str, Any]) -> None:
+def _leave_out_policy_only_sections(config: ConfigDocument) -> None:
     """A section that holds nothing but policy keys comes from a policy file that names the policy of a
     benchmark this campaign does not configure (one file for several benchmarks): it evaluates nothing."""
     sections = config.get("benchmarks")
@@ -226,7 +231,7 @@ def _leave_out_policy_only_sections(config: dict[str, Any]) -> None:
     config["benchmarks"] = kept
 
 
-def _require_a_policy_per_benchmark(config: dict[str, Any]) -> None:
+def _require_a_policy_per_benchmark(config: ConfigDocument) -> None:
     """A benchmark file holds the benchmark's settings only; its policy comes from a policy file (or a block)."""
     sections = config.get("benchmarks")
     if any(key in config for key in TOP_POLICY_KEYS) or not isinstance(sections, dict):
@@ -241,10 +246,10 @@ def _require_a_policy_per_benchmark(config: dict[str, Any]) -> None:
         )
 
 
-def _check_policies(config: dict[str, Any]) -> None:
+def _check_policies(config: ConfigDocument) -> None:
     """Every block a valid command template; one name, one block; in a campaign of several policies no name of a
     folder of the run; `baseline`s name a policy of theirs."""
-    blocks: dict[str, tuple[dict[str, Any], str]] = {}
+    blocks: dict[str, tuple[PolicyBlock, str]] = {}
     places = [("", config, TOP_POLICY_KEYS)] + [
         (f"benchmarks.{name}.", section, SECTION_POLICY_KEYS) for name, section in config["benchmarks"].items()
     ]
@@ -291,7 +296,7 @@ def _check_policies(config: dict[str, Any]) -> None:
             )
 
 
-def _check_adaptive(config: dict[str, Any]) -> None:
+def _check_adaptive(config: ConfigDocument) -> None:
     """Rounds need a sweep, batches that each lie in one round, and more than one round."""
     if "adaptive" not in config:
         return
@@ -324,7 +329,7 @@ def _check_adaptive(config: dict[str, Any]) -> None:
             )
 
 
-def _refuse_broken_benchmarks(config: dict[str, Any]) -> None:
+def _refuse_broken_benchmarks(config: ConfigDocument) -> None:
     """A configured benchmark whose schema.yaml is broken is refused with its file, line and column (the schema
     leaves it out, which alone would read as an unknown key)."""
     sections = config.get("benchmarks")
@@ -368,7 +373,7 @@ def validate_config(raw: Mapping[str, Any] | None) -> CampaignConfig:
     return _campaign_config(config)
 
 
-def _campaign_config(config: dict[str, Any]) -> CampaignConfig:
+def _campaign_config(config: ConfigDocument) -> CampaignConfig:
     """The frozen value of a validated config document: the policies, baselines and adaptive block derived once."""
     specs = {block["name"]: PolicySpec.from_config(block) for block in _campaign_policy_blocks(config)}
     benchmarks = {
@@ -396,14 +401,14 @@ def _campaign_config(config: dict[str, Any]) -> CampaignConfig:
     )
 
 
-def validate_section(benchmark: str, section: dict[str, Any]) -> dict[str, Any]:
+def validate_section(benchmark: str, section: SectionDocument) -> SectionDocument:
     """One benchmark's section validated and completed with its schema's defaults, as in a campaign config: for
     callers that build a section by hand (timing tools, tests). Raises ConfigError naming the key."""
     wrapped = {"run": "section", "policy": {"name": "none", "url": "ws://none:1"}, "benchmarks": {benchmark: section}}
     return validate_config(wrapped)["benchmarks"][benchmark]
 
 
-def benchmark_sections(*paths: str | Path) -> dict[str, dict[str, Any]]:
+def benchmark_sections(*paths: str | Path) -> dict[str, SectionDocument]:
     """Each benchmark's settings in the composed config files, validated on its own with its schema's defaults and
     without its policies: what a benchmark's simulator depends on, which a benchmark file alone gives (a section
     holding only policy keys configures no benchmark)."""
@@ -434,14 +439,14 @@ def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) 
     return validate_config(merged)
 
 
-def read_config_files(*paths: str | Path) -> dict[str, Any]:
+def read_config_files(*paths: str | Path) -> ConfigDocument:
     """The config files merged key by key, unvalidated. They compose (a file per benchmark, one per policy), so a
     key set by two files to different values is refused naming both files, instead of the later one silently
     winning (two benchmark files each with its policy would otherwise evaluate both with the last one). A policy
     block is one value: two files that both give the policy of one place must give the same block. A missing file
     or a YAML syntax error is named with its file and line (Snakemake's own message for these, printed before the
     workflow runs, is a traceback: `evalwf plan --configfile ...` gives this one)."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, JsonValue] = {}
     origins: dict[tuple[str, ...], str] = {}
     for path in paths:
         refusal = code_path_refusal(path, "config file")  # it names the policy command that workers run
@@ -484,7 +489,11 @@ def _origin(origins: dict[tuple[str, ...], str], keys: tuple[str, ...]) -> str:
 
 
 def _merge_file(
-    base: dict[str, Any], new: dict[str, Any], path: str, origins: dict[tuple[str, ...], str], keys: tuple[str, ...]
+    base: dict[str, JsonValue],
+    new: dict[str, JsonValue],
+    path: str,
+    origins: dict[tuple[str, ...], str],
+    keys: tuple[str, ...],
 ) -> None:
     exclusive = _policy_place(keys)
     for key, value in new.items():
@@ -517,7 +526,7 @@ def _merge_file(
             )
 
 
-def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> None:
+def _deep_update(base: dict[str, JsonValue], new: Mapping[str, JsonValue]) -> None:
     for key, value in new.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
             _deep_update(base[key], value)
