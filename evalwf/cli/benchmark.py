@@ -21,8 +21,10 @@ from typing import Any
 
 from benchmarks import registry
 from evalwf.common.errors import ConfigError
+from evalwf.common.json_value import JsonValue
 from evalwf.common.paths import PROJECT_ROOT
 from evalwf.job import node_probe
+from evalwf.plan.campaign_config import SectionDocument
 from evalwf.plan.config import (
     NOT_RESULTS_DEFINING,
     benchmark_sections,
@@ -32,7 +34,7 @@ from evalwf.plan.config import (
 )
 
 
-def section_properties(name: str) -> dict[str, Any]:
+def section_properties(name: str) -> dict[str, JsonValue]:
     """The settings of benchmark `name`'s section: the keys every benchmark has, then its own schema's."""
     return config_schema()["$defs"][name]["properties"]
 
@@ -44,7 +46,7 @@ def _shown_path(path: Any) -> str:
         return str(path)
 
 
-def type_text(schema: dict[str, Any]) -> str:
+def type_text(schema: dict[str, JsonValue]) -> str:
     """A schema node's type in a few words: `integer`, `one of none, failures, all`, `list of string`, ..."""
     if "const" in schema:
         return json.dumps(schema["const"])
@@ -70,7 +72,7 @@ def type_text(schema: dict[str, Any]) -> str:
     return " | ".join(words) or "any"
 
 
-def _setting_lines(key: str, schema: dict[str, Any], required: set[str], indent: str) -> list[str]:
+def _setting_lines(key: str, schema: dict[str, JsonValue], required: set[str], indent: str) -> list[str]:
     default = "required" if key in required else "no default"
     if "default" in schema:
         default = f"default {json.dumps(schema['default'])}"
@@ -133,16 +135,16 @@ def show_benchmark(name: str) -> int:
     return 0
 
 
-def _unconfigured_section(name: str) -> dict[str, Any]:
+def _unconfigured_section(name: str) -> SectionDocument:
     """What `check NAME` without a config checks: the schema's defaults, and for the keys only a campaign gives
     (its size, its suites) the smallest values, which no node check reads: the settings need every key."""
-    given: dict[str, Any] = {"episodes_per_task": 1, "batch_size": 1}
+    given: SectionDocument = {"episodes_per_task": 1, "batch_size": 1}
     if "suites" in section_properties(name):
         given["suites"] = {suite: "all" for suite in registry.adapter(name).known_suites() or {}}
     return validate_section(name, given)
 
 
-def _section(name: str, configfiles: list[str]) -> dict[str, Any]:
+def _section(name: str, configfiles: list[str]) -> SectionDocument:
     """NAME's section of the composed config files, validated on its own: its simulator does not depend on a
     policy, so a benchmark file alone (config/<name>.yaml, which names none) can be checked."""
     if not configfiles:
