@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from evalwf.common.hashing import jsonable, short_hash
 from evalwf.policy.schema import PolicyBlock, policy_defaults
+from evalwf.policy.wire import Message
 
 # Keys that change what the policy computes; the startup and inference timeouts and similar operational knobs do not.
 IDENTITY_KEYS = ("name", "command", "env", "protocol", "checkpoint")
@@ -115,7 +115,7 @@ class PolicySpec:
         )
 
 
-def metadata_digest(metadata: dict[str, Any]) -> str:
+def metadata_digest(metadata: Message) -> str:
     """What an external server says it serves, as a short hash (volatile keys such as a pid left out)."""
     stable = {str(k): v for k, v in metadata.items() if str(k) not in VOLATILE_METADATA_KEYS}
     return short_hash(jsonable(stable))
