@@ -65,8 +65,16 @@ def config_schema() -> dict[str, JsonValue]:
     for name in registry.names():
         try:
             section = {"type": "object", **registry.section_schema(name)}
+            jsonschema.Draft202012Validator.check_schema(section)
         except registry.BrokenSchema as error:
             _REFUSALS[name] = str(error)
+            continue
+        except jsonschema.SchemaError as error:  # YAML, but no JSON schema: validating with it would crash
+            key = ".".join(str(part) for part in error.absolute_path) or "<top level>"
+            _REFUSALS[name] = (
+                f"benchmark {name!r} is refused: its schema {registry.schema_file(name)}: key '{key}' is not valid "
+                f"JSON schema ({error.message}); fix the file (the other benchmarks are not affected)"
+            )
             continue
         section.pop("$schema", None)
         section["properties"] = {**common["properties"], **section.get("properties", {})}

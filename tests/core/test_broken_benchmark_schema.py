@@ -79,6 +79,18 @@ def test_a_config_of_the_broken_benchmark_is_refused_naming_its_file_and_the_oth
     assert main(["show", "broken"]) == 2
 
 
+def test_a_schema_that_is_yaml_but_no_json_schema_is_refused_naming_the_key(broken_benchmark, capsys):
+    broken_benchmark.write_text("type: object\nproperties:\n  max_steps:\n    type: integer {\n")
+    _forget_schemas()
+    assert main(["list"]) == 1
+    err = capsys.readouterr().err
+    assert f"its schema {broken_benchmark}: key 'properties.max_steps.type' is not valid JSON schema" in err
+    with pytest.raises(ConfigError, match=r"'benchmarks\.broken'.*key 'properties\.max_steps\.type'"):
+        config_module.validate_config(
+            {**standin_config(broken_benchmark.parent), "benchmarks": {"broken": {"episodes_per_task": 1}}}
+        )
+
+
 def test_the_settings_class_of_a_broken_schema_is_refused_naming_its_file(broken_benchmark):
     with pytest.raises(registry.BrokenSchema, match=rf"{re.escape(str(broken_benchmark))}, line 4, column 12"):
         registry.adapter("broken")
