@@ -59,9 +59,36 @@ def schema_file(benchmark: str) -> Traversable:
     return resources.files(package(benchmark)).joinpath("schema.yaml")
 
 
+class BrokenSchema(ValueError):
+    """A benchmark's schema.yaml cannot be read as a schema; the message names its file, line and column. Only that
+    benchmark is refused: the others still list, validate and run."""
+
+
 def section_schema(benchmark: str) -> dict[str, Any]:
     """The benchmark's config section schema (its package's schema.yaml)."""
-    return yaml.safe_load(schema_file(benchmark).read_text(encoding="utf-8"))
+    return load_schema(schema_file(benchmark), repr(benchmark))
+
+
+def load_schema(path: Traversable, benchmark: str) -> dict[str, Any]:
+    """A benchmark's schema.yaml (`benchmark` names it in errors). Raises BrokenSchema naming the file, the line and
+    the column of a YAML syntax error (yaml's own names "<unicode string>"), or a top level that is not a mapping."""
+    try:
+        schema = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
+        problem = getattr(error, "problem", None) or str(error)
+        raise BrokenSchema(
+            f"benchmark {benchmark} is refused: its schema {where}: YAML syntax error: {problem}; fix the file "
+            "(the other benchmarks are not affected)"
+        ) from None
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties", {}), dict):
+        raise BrokenSchema(
+            f"benchmark {benchmark} is refused: its schema {path}: the top level must be a mapping (a JSON schema of "
+            "the benchmark's config section, its settings under `properties`); fix the file (the other benchmarks "
+            "are not affected)"
+        )
+    return schema
 
 
 def wildcard_pattern() -> str:

@@ -1,21 +1,9 @@
-"""LIBERO's settings: one field per key of benchmarks/libero/schema.yaml (and the keys every benchmark has).
+"""LIBERO's settings: made from benchmarks/libero/schema.yaml, their one declaration (keys, types, defaults).
 
 No defaults here: the schema gives them (evalwf.benchmark.settings)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from evalwf.benchmark.settings import settings_class
 
-from evalwf.benchmark.settings import BenchmarkSettings
-
-
-@dataclass(frozen=True)
-class LiberoSettings(BenchmarkSettings):
-    suites: Mapping[str, str | tuple[int, ...]]  # suite -> "all" or task ids
-    max_steps: int | None  # None: openpi's per-suite limit (suites.effective_max_steps)
-    replan_steps: int
-    num_wait_steps: int
-    camera_size: int
-    resize_size: int
-    record_video: str
+LiberoSettings = settings_class("LiberoSettings", __name__)

@@ -21,12 +21,20 @@ from typing import Any
 
 from benchmarks import registry
 from evalwf.common.errors import ConfigError
+from evalwf.common.json_value import JsonValue
 from evalwf.common.paths import PROJECT_ROOT
 from evalwf.job import node_probe
-from evalwf.plan.config import NOT_RESULTS_DEFINING, benchmark_sections, config_schema, validate_section
+from evalwf.plan.campaign_config import SectionDocument
+from evalwf.plan.config import (
+    NOT_RESULTS_DEFINING,
+    benchmark_sections,
+    config_schema,
+    schema_refusals,
+    validate_section,
+)
 
 
-def section_properties(name: str) -> dict[str, Any]:
+def section_properties(name: str) -> dict[str, JsonValue]:
     """The settings of benchmark `name`'s section: the keys every benchmark has, then its own schema's."""
     return config_schema()["$defs"][name]["properties"]
 
@@ -38,7 +46,7 @@ def _shown_path(path: Any) -> str:
         return str(path)
 
 
-def type_text(schema: dict[str, Any]) -> str:
+def type_text(schema: dict[str, JsonValue]) -> str:
     """A schema node's type in a few words: `integer`, `one of none, failures, all`, `list of string`, ..."""
     if "const" in schema:
         return json.dumps(schema["const"])
@@ -64,7 +72,7 @@ def type_text(schema: dict[str, Any]) -> str:
     return " | ".join(words) or "any"
 
 
-def _setting_lines(key: str, schema: dict[str, Any], required: set[str], indent: str) -> list[str]:
+def _setting_lines(key: str, schema: dict[str, JsonValue], required: set[str], indent: str) -> list[str]:
     default = "required" if key in required else "no default"
     if "default" in schema:
         default = f"default {json.dumps(schema['default'])}"
@@ -79,10 +87,13 @@ def _setting_lines(key: str, schema: dict[str, Any], required: set[str], indent:
 
 
 def list_benchmarks() -> int:
+    """The table of benchmarks; a benchmark whose schema.yaml is broken is listed with `?` and its refusal after the
+    table (exit 1), the others as always."""
+    refusals = schema_refusals()
     rows = [("benchmark", "package", "schema", "python (default)", "suites", "tasks")]
     for name in registry.names():
-        known = registry.adapter(name).known_suites()
-        python = json.dumps(section_properties(name).get("python", {}).get("default"))
+        known = None if name in refusals else registry.adapter(name).known_suites()  # its settings: from its schema
+        python = "?" if name in refusals else json.dumps(section_properties(name).get("python", {}).get("default"))
         rows.append(
             (
                 name,
@@ -100,10 +111,16 @@ def list_benchmarks() -> int:
         "\npython: the default of benchmarks.<name>.python, where the simulator runs (null: the workflow's own "
         "interpreter); a config sets it (config/libero.yaml: .venv-libero/bin/python). tasks: over all suites."
     )
-    return 0
+    for refusal in refusals.values():
+        print(f"evalwf benchmark list: {refusal}", file=sys.stderr)
+    return 1 if refusals else 0
 
 
 def show_benchmark(name: str) -> int:
+    refusal = schema_refusals().get(name)
+    if refusal is not None:
+        print(f"evalwf benchmark show: {refusal}", file=sys.stderr)
+        return 2
     schema = config_schema()["$defs"][name]
     description = " ".join(str(registry.section_schema(name).get("description") or "").split())
     print(f"{name} ({registry.package(name)}): {description}".rstrip(": "))
@@ -118,16 +135,16 @@ def show_benchmark(name: str) -> int:
     return 0
 
 
-def _unconfigured_section(name: str) -> dict[str, Any]:
+def _unconfigured_section(name: str) -> SectionDocument:
     """What `check NAME` without a config checks: the schema's defaults, and for the keys only a campaign gives
     (its size, its suites) the smallest values, which no node check reads: the settings need every key."""
-    given: dict[str, Any] = {"episodes_per_task": 1, "batch_size": 1}
+    given: SectionDocument = {"episodes_per_task": 1, "batch_size": 1}
     if "suites" in section_properties(name):
         given["suites"] = {suite: "all" for suite in registry.adapter(name).known_suites() or {}}
     return validate_section(name, given)
 
 
-def _section(name: str, configfiles: list[str]) -> dict[str, Any]:
+def _section(name: str, configfiles: list[str]) -> SectionDocument:
     """NAME's section of the composed config files, validated on its own: its simulator does not depend on a
     policy, so a benchmark file alone (config/<name>.yaml, which names none) can be checked."""
     if not configfiles:

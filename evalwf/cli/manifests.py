@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             bundle = export_bundle(args.run, args.output)
             print(f"{args.output}: {len(bundle.files)} manifest(s), bundle sha256 {bundle.digest}")
             return 0
-        cache = args.cache or load_config(*args.configfile)["manifest_cache"]
+        cache = args.cache or load_config(*args.configfile).manifest_cache
         bundle, added = import_bundle(args.bundle, cache)
     except (ManifestError, ConfigError) as error:
         print(f"evalwf manifests {args.action}: {error}", file=sys.stderr)

@@ -110,7 +110,7 @@ def sim_time(campaign: PolicyCampaign, benchmark: str, override_ms: float | None
     replan = int(getattr(campaign.settings(benchmark), "replan_steps", 1))
     timing = suite_timings(campaign).get((benchmark, plan.ref.suite))
     if timing is not None:
-        where = f"measured: {timing.episodes} episodes under {campaign.config['results_dir']}"
+        where = f"measured: {timing.episodes} episodes under {campaign.config.results_dir}"
         return SimTime(timing.step_s * replan, f"{timing.step_s:.3f} s/step x replan_steps {replan} ({where})")
     emulated = emulated_step_time(campaign.section(benchmark), plan.ref)
     if emulated > 0:

@@ -13,15 +13,8 @@ from evalwf.benchmark.adapter import TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange, plan_batches
 from evalwf.benchmark.settings import BenchmarkSettings
 from evalwf.common.hashing import short_hash
-from evalwf.plan.config import (
-    benchmark_baseline,
-    benchmark_policies,
-    campaign_baseline,
-    campaign_policy_blocks,
-    results_defining_settings,
-    section_settings,
-    several_policies,
-)
+from evalwf.plan.campaign_config import CampaignConfig, SectionDocument
+from evalwf.plan.config import results_defining_settings
 from evalwf.plan.environment import episode_environments, unavailable_reason
 from evalwf.plan.manifest import manifest_hash
 from evalwf.plan.results import BatchExpectation
@@ -59,7 +52,7 @@ class PlannedTasks:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        config: CampaignConfig,
         benchmarks: list[str],
         out: Path,
         settings: dict[str, BenchmarkSettings],
@@ -67,8 +60,8 @@ class PlannedTasks:
         planned: list[TaskPlan] | None = None,
     ):
         self.config = config
-        self.run: str = config["run"]
-        self.root = Path(config["results_dir"]) / self.run
+        self.run: str = config.run
+        self.root = Path(config.results_dir) / self.run
         self.out = out
         self._benchmarks = benchmarks
         self._settings = settings
@@ -140,7 +133,7 @@ class PlannedTasks:
                     + [batch.episodes.label for batch in plan.batches]
                     for plan in plans
                 ],
-                "reference": self.config["reference"],
+                "reference": self.config["reference"],  # the document's, as written: the digest stays
             }
         )
 
@@ -149,10 +142,10 @@ class PlannedTasks:
         """The benchmarks planned here (a member of several policies: those of its policy)."""
         return list(self._benchmarks)
 
-    def section(self, benchmark: str) -> dict[str, Any]:
+    def section(self, benchmark: str) -> SectionDocument:
         """The benchmark's validated section without the policies it may name: what is hashed and handed over to
         a job step (which makes its settings of it again)."""
-        return section_settings(self.config["benchmarks"][benchmark])
+        return self.config.section_settings(benchmark)
 
     def settings(self, benchmark: str) -> BenchmarkSettings:
         """The benchmark's typed settings: what its adapter reads."""
@@ -176,7 +169,7 @@ class PlannedTasks:
         return found
 
     def reference_scores(self, benchmark: str) -> dict[str, float]:
-        return self.config["reference"].get(benchmark, {})
+        return self.config.reference_scores(benchmark)
 
 
 class PolicyCampaign(PlannedTasks):
@@ -244,17 +237,15 @@ class Campaign(PlannedTasks):
     campaign of one policy writes to results/<run>/<benchmark>/. The campaign is no policy itself: ask its members
     (`member`, `baseline`, `single`)."""
 
-    def __init__(self, config: dict[str, Any]):
-        benchmarks = list(config["benchmarks"])
+    def __init__(self, config: CampaignConfig):
+        benchmarks = list(config.benchmarks)
         # benchmark -> the names of the policies that evaluate it, in config order
-        self.assignment: dict[str, list[str]] = {
-            benchmark: [block["name"] for block in blocks] for benchmark, blocks in benchmark_policies(config).items()
-        }
-        settings = {name: benchmark_settings(name, section_settings(config["benchmarks"][name])) for name in benchmarks}
-        root = Path(config["results_dir"]) / config["run"]
+        self.assignment: dict[str, list[str]] = config.benchmark_policies()
+        settings = {name: benchmark_settings(name, config.section_settings(name)) for name in benchmarks}
+        root = Path(config.results_dir) / config.run
         super().__init__(config, benchmarks, root, settings, episode_environments(settings))
-        policies = [PolicySpec.from_config(block) for block in campaign_policy_blocks(config)]
-        self.multi = several_policies(config)
+        policies = list(config.policies)
+        self.multi = config.several_policies
         # a campaign of one policy plans its tasks once: its member's are the campaign's
         self.members: dict[str, PolicyCampaign] = {
             spec.name: PolicyCampaign(self, spec, root / spec.name)
@@ -262,7 +253,7 @@ class Campaign(PlannedTasks):
             else PolicyCampaign(self, spec, root, self.tasks)
             for spec in policies
         }
-        self.baseline = self.members[campaign_baseline(config)]
+        self.baseline = self.members[config.baseline]
 
     def member(self, policy: str) -> PolicyCampaign:
         """The campaign of one of its policies, by name."""
@@ -283,8 +274,8 @@ class Campaign(PlannedTasks):
         return [self.member(name) for name in self.assignment[benchmark]]
 
     def baseline_of(self, benchmark: str) -> str:
-        """The policy the others are compared with on `benchmark` (evalwf.plan.config.benchmark_baseline)."""
-        return benchmark_baseline(self.config, benchmark)
+        """The policy the others are compared with on `benchmark` (CampaignConfig.benchmark_baseline)."""
+        return self.config.benchmark_baseline(benchmark)
 
     def compared_benchmarks(self) -> list[str]:
         """The benchmarks that two or more policies evaluate: each gets a comparison across its policies."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import jsonschema
@@ -15,8 +17,23 @@ from benchmarks import registry
 from evalwf.benchmark.adapter import benchmark_settings, get_adapter
 from evalwf.common.code_paths import code_path_refusal
 from evalwf.common.errors import ConfigError
+from evalwf.common.json_value import JsonValue
+from evalwf.plan.campaign_config import (
+    SECTION_CAMPAIGN_KEYS,
+    SECTION_POLICY_KEYS,
+    TOP_POLICY_KEYS,
+    AdaptiveConfig,
+    BenchmarkConfig,
+    CampaignConfig,
+    ConfigDocument,
+    SectionDocument,
+    section_settings,
+)
 from evalwf.policy.command_template import check_command_template
-from evalwf.policy.schema import policy_schema
+from evalwf.policy.schema import PolicyBlock, policy_schema
+from evalwf.policy.spec import PolicySpec
+
+__all__ = ["SECTION_CAMPAIGN_KEYS", "CampaignConfig", "load_config", "section_settings", "validate_config"]
 
 
 def _read_yaml(path: Path) -> Any:
@@ -24,17 +41,41 @@ def _read_yaml(path: Path) -> Any:
         return yaml.safe_load(handle)
 
 
+# Benchmark -> why it is refused, as the last config_schema() found it (a broken schema.yaml refuses its own
+# benchmark only); config_schema's cache and this table are cleared together (config_schema.cache_clear()).
+_REFUSALS: dict[str, str] = {}
+
+
+def schema_refusals() -> dict[str, str]:
+    """Benchmark -> why it is refused (its schema.yaml is broken: the message names the file, line and column)."""
+    config_schema()
+    return dict(_REFUSALS)
+
+
 @cache
-def config_schema() -> dict[str, Any]:
+def config_schema() -> dict[str, JsonValue]:
     """The main schema (evalwf/plan/config.schema.yaml) with the policy block's (evalwf/policy/policy.schema.yaml)
     and a `benchmarks` and a `reference` key per registered benchmark (benchmarks.registry), each section schema
-    merged with the common benchmark keys."""
+    merged with the common benchmark keys. A benchmark whose schema.yaml is broken is left out (schema_refusals)."""
     text = resources.files("evalwf.plan").joinpath("config.schema.yaml").read_text(encoding="utf-8")
     schema = yaml.safe_load(text)
     schema["$defs"]["policy"] = policy_schema()
     common = schema["$defs"]["benchmark_common"]
+    _REFUSALS.clear()
     for name in registry.names():
-        section = {"type": "object", **registry.section_schema(name)}
+        try:
+            section = {"type": "object", **registry.section_schema(name)}
+            jsonschema.Draft202012Validator.check_schema(section)
+        except registry.BrokenSchema as error:
+            _REFUSALS[name] = str(error)
+            continue
+        except jsonschema.SchemaError as error:  # YAML, but no JSON schema: validating with it would crash
+            key = ".".join(str(part) for part in error.absolute_path) or "<top level>"
+            _REFUSALS[name] = (
+                f"benchmark {name!r} is refused: its schema {registry.schema_file(name)}: key '{key}' is not valid "
+                f"JSON schema ({error.message}); fix the file (the other benchmarks are not affected)"
+            )
+            continue
         section.pop("$schema", None)
         section["properties"] = {**common["properties"], **section.get("properties", {})}
         section["required"] = sorted(set(common["required"]) | set(section.get("required", [])))
@@ -49,7 +90,7 @@ def config_schema() -> dict[str, Any]:
 NOT_RESULTS_DEFINING = "x-results-defining"
 
 
-def results_defining_settings(benchmark: str, section: dict[str, Any]) -> dict[str, Any]:
+def results_defining_settings(benchmark: str, section: SectionDocument) -> SectionDocument:
     """The part of a validated benchmark section that shapes episodes' outcomes: every key not annotated
     `x-results-defining: false` in the schema, minus host-local keys (leading "_")."""
     properties = config_schema()["$defs"][benchmark]["properties"]
@@ -104,7 +145,7 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"config key '{where}': {error.message}"
 
 
-def expand_policy_sweep(config: dict[str, Any]) -> dict[str, Any]:
+def expand_policy_sweep(config: ConfigDocument) -> ConfigDocument:
     """`policy_sweep` (one command template over several checkpoints) as the `policies` it stands for."""
     sweep = config["policy_sweep"]
     if "{checkpoint}" not in sweep["command"]:
@@ -119,15 +160,9 @@ def expand_policy_sweep(config: dict[str, Any]) -> dict[str, Any]:
     return {**expanded, "policies": policies}
 
 
-# Where a config gives policies: the top level (the default of every benchmark without its own) and a benchmark's
-# section (that benchmark's own). Each place takes at most one of its keys.
-TOP_POLICY_KEYS = ("policy", "policies", "policy_sweep")
-SECTION_POLICY_KEYS = ("policy", "policies")
-# What a benchmark's section may hold besides its benchmark's settings: never part of what shapes an episode.
-SECTION_CAMPAIGN_KEYS = (*SECTION_POLICY_KEYS, "baseline")
-
-
-def _given_policy(node: dict[str, Any], keys: tuple[str, ...], where: str) -> list[dict[str, Any]] | None:
+def _given_policy(
+    node: ConfigDocument | SectionDocument, keys: tuple[str, ...], where: str
+) -> list[PolicyBlock] | None:
     """The policy blocks one place gives (a `policies` list, or the one `policy`), None when it gives none."""
     given = [key for key in keys if key in node]
     if len(given) > 1:
@@ -138,7 +173,7 @@ def _given_policy(node: dict[str, Any], keys: tuple[str, ...], where: str) -> li
     return list(node["policies"]) if given[0] == "policies" else [node[given[0]]]
 
 
-def benchmark_policies(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def _benchmark_policies(config: ConfigDocument) -> dict[str, list[PolicyBlock]]:
     """Benchmark -> the policy blocks that evaluate it, in config order: its section's own `policy` / `policies`,
     else the top-level ones (a validated config: `policy_sweep` is expanded into `policies` already)."""
     default = _given_policy(config, TOP_POLICY_KEYS, "") or []
@@ -148,49 +183,43 @@ def benchmark_policies(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]
     }
 
 
-def campaign_policy_blocks(config: dict[str, Any]) -> list[dict[str, Any]]:
+def _campaign_policy_blocks(config: ConfigDocument) -> list[PolicyBlock]:
     """Every policy that evaluates some benchmark of the campaign, once each (by name), in config order."""
-    found: dict[str, dict[str, Any]] = {}
-    for blocks in benchmark_policies(config).values():
+    found: dict[str, PolicyBlock] = {}
+    for blocks in _benchmark_policies(config).values():
         for block in blocks:
             found.setdefault(block["name"], block)
     return list(found.values())
 
 
-def campaign_baseline(config: dict[str, Any]) -> str:
+def _campaign_baseline(config: ConfigDocument) -> str:
     """The policy the others are compared with where a benchmark's section names none: `baseline`, else the first
     policy in config order. Derived here and nowhere else: a schema default cannot name it (it depends on the
     policies), and validation does not write it into the config."""
-    return config["baseline"] if "baseline" in config else campaign_policy_blocks(config)[0]["name"]
+    return config["baseline"] if "baseline" in config else _campaign_policy_blocks(config)[0]["name"]
 
 
-def benchmark_baseline(config: dict[str, Any], benchmark: str) -> str:
+def _benchmark_baseline(config: ConfigDocument, benchmark: str) -> str:
     """The policy the others are compared with on `benchmark`: its section's `baseline`, else the campaign's
     (campaign_baseline) when that policy evaluates it, else the first of its policies."""
-    names = [block["name"] for block in benchmark_policies(config)[benchmark]]
+    names = [block["name"] for block in _benchmark_policies(config)[benchmark]]
     section = config["benchmarks"][benchmark]
-    chosen = section["baseline"] if "baseline" in section else campaign_baseline(config)
+    chosen = section["baseline"] if "baseline" in section else _campaign_baseline(config)
     return chosen if chosen in names else names[0]
 
 
-def several_policies(config: dict[str, Any]) -> bool:
+def _several_policies(config: ConfigDocument) -> bool:
     """A campaign of several policies (a `policies` list anywhere, or different policies for different
     benchmarks): its batches and summaries go to <results_dir>/<run>/<policy>/<benchmark>/."""
     lists = "policies" in config or any("policies" in section for section in config["benchmarks"].values())
-    return lists or len(campaign_policy_blocks(config)) > 1
-
-
-def section_settings(section: dict[str, Any]) -> dict[str, Any]:
-    """A benchmark's section without the campaign keys it may hold (its policies, its baseline): what its
-    adapter, its manifests and its batches read."""
-    return {key: value for key, value in section.items() if key not in SECTION_CAMPAIGN_KEYS}
+    return lists or len(_campaign_policy_blocks(config)) > 1
 
 
 # Names a policy may not take in a campaign of several policies: they are folders of <results_dir>/<run>/ already.
 RESERVED_POLICY_NAMES = ("comparison", "logs", "campaign.yaml")
 
 
-def _leave_out_policy_only_sections(config: dict[str, Any]) -> None:
+def _leave_out_policy_only_sections(config: ConfigDocument) -> None:
     """A section that holds nothing but policy keys comes from a policy file that names the policy of a
     benchmark this campaign does not configure (one file for several benchmarks): it evaluates nothing."""
     sections = config.get("benchmarks")
@@ -210,7 +239,7 @@ def _leave_out_policy_only_sections(config: dict[str, Any]) -> None:
     config["benchmarks"] = kept
 
 
-def _require_a_policy_per_benchmark(config: dict[str, Any]) -> None:
+def _require_a_policy_per_benchmark(config: ConfigDocument) -> None:
     """A benchmark file holds the benchmark's settings only; its policy comes from a policy file (or a block)."""
     sections = config.get("benchmarks")
     if any(key in config for key in TOP_POLICY_KEYS) or not isinstance(sections, dict):
@@ -225,10 +254,10 @@ def _require_a_policy_per_benchmark(config: dict[str, Any]) -> None:
         )
 
 
-def _check_policies(config: dict[str, Any]) -> None:
+def _check_policies(config: ConfigDocument) -> None:
     """Every block a valid command template; one name, one block; in a campaign of several policies no name of a
     folder of the run; `baseline`s name a policy of theirs."""
-    blocks: dict[str, tuple[dict[str, Any], str]] = {}
+    blocks: dict[str, tuple[PolicyBlock, str]] = {}
     places = [("", config, TOP_POLICY_KEYS)] + [
         (f"benchmarks.{name}.", section, SECTION_POLICY_KEYS) for name, section in config["benchmarks"].items()
     ]
@@ -253,7 +282,7 @@ def _check_policies(config: dict[str, Any]) -> None:
                     f"invalid config: policy name {block['name']!r} is given two different blocks (in '{first[1]}' "
                     f"and '{label}'): one name, one policy; rename one of them"
                 )
-    several = several_policies(config)
+    several = _several_policies(config)
     taken = sorted(set(blocks) & (set(RESERVED_POLICY_NAMES) | set(registry.names()))) if several else []
     if taken:
         raise ConfigError(
@@ -275,18 +304,18 @@ def _check_policies(config: dict[str, Any]) -> None:
             )
 
 
-def _check_adaptive(config: dict[str, Any]) -> None:
+def _check_adaptive(config: ConfigDocument) -> None:
     """Rounds need a sweep, batches that each lie in one round, and more than one round."""
     if "adaptive" not in config:
         return
-    if not several_policies(config):
+    if not _several_policies(config):
         raise ConfigError(
             "invalid config: config key 'adaptive': only for a sweep of several policies ('policies' or "
             "'policy_sweep'); remove it to evaluate one policy"
         )
     adaptive = config["adaptive"]
     rounds = adaptive["round_episodes"]
-    for name, blocks in benchmark_policies(config).items():
+    for name, blocks in _benchmark_policies(config).items():
         if len(blocks) < 2:
             continue  # one policy evaluates it: nothing to compare, it runs in full
         section = config["benchmarks"][name]
@@ -308,15 +337,28 @@ def _check_adaptive(config: dict[str, Any]) -> None:
             )
 
 
-def validate_config(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """Validate a config dict, fill defaults, and run each benchmark's semantic checks.
+def _refuse_broken_benchmarks(config: ConfigDocument) -> None:
+    """A configured benchmark whose schema.yaml is broken is refused with its file, line and column (the schema
+    leaves it out, which alone would read as an unknown key)."""
+    sections = config.get("benchmarks")
+    refusals = schema_refusals()
+    for name in sections if isinstance(sections, dict) else ():
+        if name in refusals:
+            raise ConfigError(f"invalid config: config key 'benchmarks.{name}': {refusals[name]}")
 
-    Returns a new dict; raises ConfigError with one message naming the offending key.
+
+def validate_config(raw: Mapping[str, Any] | None) -> CampaignConfig:
+    """Validate a config (the user's dict, or a CampaignConfig again), fill defaults, and run each benchmark's
+    semantic checks.
+
+    Returns the frozen CampaignConfig (the caller's dict is not changed); raises ConfigError with one message naming
+    the offending key.
     """
     if not raw:
         raise ConfigError("empty config: pass one with --configfile config/<name>.yaml (see config/README.md)")
     config = copy.deepcopy(dict(raw))
     _leave_out_policy_only_sections(config)
+    _refuse_broken_benchmarks(config)
     _require_a_policy_per_benchmark(config)
     _given_policy(config, TOP_POLICY_KEYS, "")  # at most one of them
     validator = _with_defaults(jsonschema.Draft202012Validator)(config_schema())
@@ -336,17 +378,45 @@ def validate_config(raw: dict[str, Any] | None) -> dict[str, Any]:
             )
         # unknown suites / tasks raise ConfigError naming the key
         get_adapter(name).expand(benchmark_settings(name, section_settings(section)))
-    return config
+    return _campaign_config(config)
 
 
-def validate_section(benchmark: str, section: dict[str, Any]) -> dict[str, Any]:
+def _campaign_config(config: ConfigDocument) -> CampaignConfig:
+    """The frozen value of a validated config document: the policies, baselines and adaptive block derived once."""
+    specs = {block["name"]: PolicySpec.from_config(block) for block in _campaign_policy_blocks(config)}
+    benchmarks = {
+        name: BenchmarkConfig(
+            name=name,
+            policies=tuple(specs[block["name"]] for block in blocks),
+            baseline=_benchmark_baseline(config, name),
+            episodes_per_task=config["benchmarks"][name]["episodes_per_task"],
+            batch_size=config["benchmarks"][name]["batch_size"],
+            _settings=MappingProxyType(section_settings(config["benchmarks"][name])),
+        )
+        for name, blocks in _benchmark_policies(config).items()
+    }
+    return CampaignConfig(
+        run=config["run"],
+        results_dir=config["results_dir"],
+        manifest_cache=config["manifest_cache"],
+        benchmarks=MappingProxyType(benchmarks),
+        policies=tuple(specs.values()),
+        baseline=_campaign_baseline(config),
+        several_policies=_several_policies(config),
+        adaptive=AdaptiveConfig.of(config["adaptive"]) if "adaptive" in config else None,
+        reference=MappingProxyType(copy.deepcopy(config["reference"])),
+        _document=MappingProxyType(config),
+    )
+
+
+def validate_section(benchmark: str, section: SectionDocument) -> SectionDocument:
     """One benchmark's section validated and completed with its schema's defaults, as in a campaign config: for
     callers that build a section by hand (timing tools, tests). Raises ConfigError naming the key."""
     wrapped = {"run": "section", "policy": {"name": "none", "url": "ws://none:1"}, "benchmarks": {benchmark: section}}
     return validate_config(wrapped)["benchmarks"][benchmark]
 
 
-def benchmark_sections(*paths: str | Path) -> dict[str, dict[str, Any]]:
+def benchmark_sections(*paths: str | Path) -> dict[str, SectionDocument]:
     """Each benchmark's settings in the composed config files, validated on its own with its schema's defaults and
     without its policies: what a benchmark's simulator depends on, which a benchmark file alone gives (a section
     holding only policy keys configures no benchmark)."""
@@ -368,7 +438,7 @@ def gives_a_policy(*paths: str | Path) -> bool:
     return in_sections or any(key in merged for key in TOP_POLICY_KEYS)
 
 
-def load_config(*paths: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) -> CampaignConfig:
     """Read YAML files, merged (read_config_files: files that disagree are refused), apply `overrides` (snakemake's
     --config: they may override anything), and validate."""
     merged = read_config_files(*paths)
@@ -377,14 +447,14 @@ def load_config(*paths: str | Path, overrides: dict[str, Any] | None = None) -> 
     return validate_config(merged)
 
 
-def read_config_files(*paths: str | Path) -> dict[str, Any]:
+def read_config_files(*paths: str | Path) -> ConfigDocument:
     """The config files merged key by key, unvalidated. They compose (a file per benchmark, one per policy), so a
     key set by two files to different values is refused naming both files, instead of the later one silently
     winning (two benchmark files each with its policy would otherwise evaluate both with the last one). A policy
     block is one value: two files that both give the policy of one place must give the same block. A missing file
     or a YAML syntax error is named with its file and line (Snakemake's own message for these, printed before the
     workflow runs, is a traceback: `evalwf plan --configfile ...` gives this one)."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, JsonValue] = {}
     origins: dict[tuple[str, ...], str] = {}
     for path in paths:
         refusal = code_path_refusal(path, "config file")  # it names the policy command that workers run
@@ -427,7 +497,11 @@ def _origin(origins: dict[tuple[str, ...], str], keys: tuple[str, ...]) -> str:
 
 
 def _merge_file(
-    base: dict[str, Any], new: dict[str, Any], path: str, origins: dict[tuple[str, ...], str], keys: tuple[str, ...]
+    base: dict[str, JsonValue],
+    new: dict[str, JsonValue],
+    path: str,
+    origins: dict[tuple[str, ...], str],
+    keys: tuple[str, ...],
 ) -> None:
     exclusive = _policy_place(keys)
     for key, value in new.items():
@@ -460,7 +534,7 @@ def _merge_file(
             )
 
 
-def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> None:
+def _deep_update(base: dict[str, JsonValue], new: Mapping[str, JsonValue]) -> None:
     for key, value in new.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
             _deep_update(base[key], value)

@@ -172,7 +172,7 @@ def suite_timings(campaign: PlannedTasks) -> dict[tuple[str, str], SuiteTiming]:
     suites: dict[tuple[str, str], dict[str, int]] = {}
     for ref, limit in recorded_step_limits(campaign).items():
         suites.setdefault((ref.benchmark, ref.suite), {})[ref.task] = limit
-    return measure_suites(Path(campaign.config["results_dir"]), suites)
+    return measure_suites(Path(campaign.config.results_dir), suites)
 
 
 def benchmark_timings(campaign: PlannedTasks) -> dict[str, SuiteTiming]:
@@ -181,7 +181,7 @@ def benchmark_timings(campaign: PlannedTasks) -> dict[str, SuiteTiming]:
     limits: dict[str, int] = {}
     for ref, limit in recorded_step_limits(campaign).items():
         limits[ref.benchmark] = max(limit, limits.get(ref.benchmark, 0))
-    return measure_benchmarks(Path(campaign.config["results_dir"]), limits)
+    return measure_benchmarks(Path(campaign.config.results_dir), limits)
 
 
 def expected_batch_cost(model: CostModel, batch: BatchPlan, p90: bool = False) -> float:

@@ -23,21 +23,40 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from evalwf.benchmark.adapter import get_adapter
 from evalwf.benchmark.settings import BenchmarkSettings
 from evalwf.common import package_versions
 from evalwf.common.errors import EnvironmentUnavailable, ManifestError, SimulatorEnvError
 from evalwf.plan.interpreter import child_env, resolve_interpreter
+from evalwf.plan.manifest import ManifestDefinition
+
+
+class InterpreterVersions(TypedDict):
+    """What an interpreter reports (evalwf.common.package_versions): its Python version and package versions."""
+
+    python: str
+    packages: dict[str, str | None]
+
+
+class EnvironmentRecord(TypedDict, total=False):
+    """What of a benchmark's environment defines its episodes (a manifest definition's `environment`): the Python
+    and package versions and the checkout, or only `unavailable` (why it could not be read)."""
+
+    python: str
+    packages: dict[str, str | None]
+    checkout: str
+    unavailable: str
+
 
 PROBE_TIMEOUT_S = 60.0
 UNAVAILABLE = "unavailable"  # a record that could not be read holds only this key: why
 # interpreter ("" in process) -> {"python", "packages"} of the packages asked so far, or why it gave no answer
-_PROBED: dict[str, dict[str, Any] | str] = {}
+_PROBED: dict[str, InterpreterVersions | str] = {}
 
 
-def _probe(python: str | None, names: list[str]) -> dict[str, Any] | str:
+def _probe(python: str | None, names: list[str]) -> InterpreterVersions | str:
     """The interpreter's Python version and versions of `names`, or why it could not tell."""
     if python is None:
         return package_versions.interpreter_versions(names)
@@ -59,7 +78,7 @@ def _probe(python: str | None, names: list[str]) -> dict[str, Any] | str:
     return found
 
 
-def _versions(python: str | None, names: set[str]) -> dict[str, Any] | str:
+def _versions(python: str | None, names: set[str]) -> InterpreterVersions | str:
     """What `python` reports for `names`: asked once per interpreter and process (again only for names not asked)."""
     key = python or ""
     known = _PROBED.get(key)
@@ -75,7 +94,7 @@ def _versions(python: str | None, names: set[str]) -> dict[str, Any] | str:
     return _PROBED[key]
 
 
-def episode_environments(benchmarks: dict[str, BenchmarkSettings]) -> dict[str, dict[str, Any] | None]:
+def episode_environments(benchmarks: dict[str, BenchmarkSettings]) -> dict[str, EnvironmentRecord | None]:
     """benchmark -> what of its environment defines its episodes, as its settings name it, read on this host:
     {"python", "packages", "checkout"?}; {"unavailable": why} where that cannot be read; None where the adapter
     declares nothing. One probe per interpreter, for the packages of every benchmark that uses it."""
@@ -99,7 +118,7 @@ def episode_environments(benchmarks: dict[str, BenchmarkSettings]) -> dict[str, 
     for name, python in pythons.items():
         wanted.setdefault(python, set()).update(get_adapter(name).episode_packages)
     answers = {python: _versions(python, names) for python, names in wanted.items()}
-    records: dict[str, dict[str, Any] | None] = dict.fromkeys(benchmarks)
+    records: dict[str, EnvironmentRecord | None] = dict.fromkeys(benchmarks)
     for name in benchmarks:
         found = answers.get(pythons[name]) if name in pythons else None
         if isinstance(found, str):
@@ -114,12 +133,12 @@ def episode_environments(benchmarks: dict[str, BenchmarkSettings]) -> dict[str, 
     return records
 
 
-def unavailable_reason(record: dict[str, Any] | None) -> str | None:
+def unavailable_reason(record: EnvironmentRecord | None) -> str | None:
     return None if record is None else record.get(UNAVAILABLE)
 
 
-def _differences(recorded: dict[str, Any], actual: dict[str, Any]) -> str:
-    def flat(record: dict[str, Any]) -> dict[str, Any]:
+def _differences(recorded: EnvironmentRecord, actual: EnvironmentRecord) -> str:
+    def flat(record: EnvironmentRecord) -> dict[str, str | None]:
         return {**{k: v for k, v in record.items() if k != "packages"}, **record.get("packages", {})}
 
     planned, here = flat(recorded), flat(actual)
@@ -130,7 +149,7 @@ def _differences(recorded: dict[str, Any], actual: dict[str, Any]) -> str:
     )
 
 
-def check_recorded(benchmark: str, settings: BenchmarkSettings, recorded: dict[str, Any] | None, what: str) -> None:
+def check_recorded(benchmark: str, settings: BenchmarkSettings, recorded: EnvironmentRecord | None, what: str) -> None:
     """In the simulator step: the manifest definition's environment must be the one this interpreter (and the
     checkout as it is now) has, or the episodes would be found, or evaluated, in another one than the name says."""
     if recorded is None:
@@ -153,7 +172,7 @@ def check_recorded(benchmark: str, settings: BenchmarkSettings, recorded: dict[s
         )
 
 
-def other_environment(manifest_path: str, definition: dict[str, Any]) -> str | None:
+def other_environment(manifest_path: str, definition: ManifestDefinition) -> str | None:
     """Where `manifest_path` (this host's name for a task's manifest) is missing but the task has a manifest under
     another name: how that one's environment differs from this host's, for a job step whose submitter planned with
     it (every host running a campaign's jobs needs the environment the campaign was planned with)."""

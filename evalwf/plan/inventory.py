@@ -16,7 +16,6 @@ from benchmarks import registry
 from evalwf.benchmark.adapter import TaskRef
 from evalwf.common.errors import ManifestError, ResultValidationError
 from evalwf.plan.campaign import BatchPlan, PlannedTasks, PolicyCampaign, TaskPlan
-from evalwf.plan.config import campaign_policy_blocks, several_policies
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
 
@@ -102,7 +101,7 @@ def survey(campaign: PolicyCampaign) -> Inventory:
     """Stat every planned file once; read only the batch files that exist and the manifests they point to, so a
     fresh campaign costs one stat per file."""
     found = Inventory()
-    cache = Path(campaign.config["manifest_cache"])
+    cache = Path(campaign.config.manifest_cache)
     for path, plan in campaign.manifests().items():
         if not Path(path).exists():
             found.manifests_missing.add(path)
@@ -123,8 +122,8 @@ def stale_results(campaign: PlannedTasks) -> list[str]:
     if not root.is_dir():
         return []
     benchmarks = set(registry.names())
-    policies = {block["name"] for block in campaign_policy_blocks(campaign.config)}
-    multi = several_policies(campaign.config)
+    policies = {policy.name for policy in campaign.config.policies}
+    multi = campaign.config.several_policies
     found = []
     for directory in sorted(path for path in root.iterdir() if path.is_dir()):
         if directory.name in benchmarks:

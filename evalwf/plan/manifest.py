@@ -11,18 +11,39 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from evalwf.benchmark.adapter import BenchmarkAdapter
 from evalwf.common.atomic import publish_once
 from evalwf.common.errors import ManifestError
 from evalwf.common.hashing import sha256_hex, short_hash
+from evalwf.common.json_value import JsonValue
+
+# What defines a manifest's episodes (its name hashes it): keys its adapter chooses (evalwf.benchmark.adapter:
+# manifest_definition), plus `environment` (evalwf.plan.environment.EnvironmentRecord) where it declares one.
+ManifestDefinition = dict[str, JsonValue]
+
+
+class ManifestDocument(TypedDict):
+    """A sealed manifest file (results/<run>/<benchmark>/manifests/<scope>/<task>.<hash>.json)."""
+
+    schema: str
+    schema_version: int
+    benchmark: str
+    scope: str
+    task: str
+    manifest_hash: str
+    definition: ManifestDefinition
+    episodes: list[dict[str, JsonValue]]  # one per episode, `index` 0..n-1: what fixes it (seed, init state, text)
+    extra: dict[str, JsonValue]
+    content_sha256: str
+
 
 MANIFEST_SCHEMA = "policy-eval.manifest"
 MANIFEST_SCHEMA_VERSION = 1
 
 
-def manifest_hash(definition: dict[str, Any]) -> str:
+def manifest_hash(definition: ManifestDefinition) -> str:
     """The manifest's name: a hash of everything that defines its episodes.
 
     Keys starting with "_" are where to find things on this host (e.g. a simulator checkout path), not what
@@ -31,22 +52,22 @@ def manifest_hash(definition: dict[str, Any]) -> str:
     return short_hash({k: v for k, v in definition.items() if not k.startswith("_")}, 16)
 
 
-def _content_digest(manifest: dict[str, Any]) -> str:
+def _content_digest(manifest: ManifestDocument) -> str:
     return sha256_hex({k: manifest[k] for k in ("definition", "episodes", "extra")})
 
 
 def build_manifest_document(
     adapter: BenchmarkAdapter,
-    definition: dict[str, Any],
+    definition: ManifestDefinition,
     scope: str,
     task: str,
     log: Callable[[str], None] = print,
-) -> dict[str, Any]:
+) -> ManifestDocument:
     body = adapter.build_manifest(definition, log)
     indices = [ep.get("index") for ep in body.episodes]
     if indices != list(range(len(indices))):
         raise ManifestError(f"{adapter.name} manifest for {scope}/{task}: episode indices are not 0..n-1")
-    document: dict[str, Any] = {
+    document: ManifestDocument = {
         "schema": MANIFEST_SCHEMA,
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "benchmark": adapter.name,
@@ -56,12 +77,13 @@ def build_manifest_document(
         "definition": definition,
         "episodes": body.episodes,
         "extra": body.extra,
+        "content_sha256": "",
     }  # no build time or host: a rebuild anywhere gives the same bytes (invariant 13)
     document["content_sha256"] = _content_digest(document)
     return document
 
 
-def load_manifest(path: str | os.PathLike[str], expected_hash: str | None = None) -> dict[str, Any]:
+def load_manifest(path: str | os.PathLike[str], expected_hash: str | None = None) -> ManifestDocument:
     """Load and verify a sealed manifest (hash of definition, content digest, episode indices)."""
     source = Path(path)
     try:
@@ -129,13 +151,13 @@ def restore_cached_manifest(
 
 def seal_manifest(
     adapter: BenchmarkAdapter,
-    definition: dict[str, Any],
+    definition: ManifestDefinition,
     scope: str,
     task: str,
     output: str | os.PathLike[str],
     cache_dir: str | os.PathLike[str] | None = None,
     log: Callable[[str], None] = print,
-) -> dict[str, Any]:
+) -> ManifestDocument:
     """Make the sealed manifest for `definition` exist at `output`, reusing the cache when it has it.
 
     An existing valid file at `output` is kept as it is; a cached copy is reused; only otherwise is the

@@ -9,20 +9,66 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import jsonschema
 
 from evalwf.benchmark.batches import EpisodeRange
 from evalwf.common.atomic import atomic_write_json
 from evalwf.common.errors import ResultValidationError
+from evalwf.common.json_value import JsonValue
+from evalwf.plan.manifest import ManifestDocument
+
+
+class WorkerInfo(TypedDict):
+    """Where a batch ran."""
+
+    host: str
+    pid: int
+    gpu: str | None
+    worker_id: str | None
+    labtasker_task_id: str | None
+
+
+class PolicyServerRecord(TypedDict, total=False):
+    """An external server a batch was evaluated against (policy.url): where, and what its metadata said."""
+
+    url: str
+    metadata_digest: str
+
+
+# One episode's record: `index`, `success` and what its benchmark records (seed, steps, instruction, extra, ...)
+EpisodeRecord = dict[str, JsonValue]
+
+
+class BatchResult(TypedDict, total=False):
+    """A batch result file (evalwf/plan/batch_result.schema.json; every key but the last two is required)."""
+
+    schema: str
+    schema_version: int
+    run: str
+    benchmark: str
+    suite: str
+    task: str
+    episode_start: int
+    num_episodes: int
+    manifest_hash: str
+    policy_identity: str
+    episodes: list[EpisodeRecord]
+    success_count: int
+    worker: WorkerInfo
+    started_at: str
+    finished_at: str
+    duration_s: float
+    policy_server: PolicyServerRecord
+
 
 RESULT_SCHEMA = "policy-eval.batch-result"
 RESULT_SCHEMA_VERSION = 1
 
 
 @cache
-def _result_schema() -> dict[str, Any]:
+def _result_schema() -> dict[str, JsonValue]:
     text = resources.files("evalwf.plan").joinpath("batch_result.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
 
@@ -37,7 +83,7 @@ def _result_validator() -> Any:
     return validator_class(schema)
 
 
-def worker_info() -> dict[str, Any]:
+def worker_info() -> WorkerInfo:
     """Where a batch ran, for tracing a bad result back to a machine and GPU."""
     return {
         "host": socket.gethostname(),
@@ -57,11 +103,11 @@ def build_batch_result(
     episodes: EpisodeRange,
     manifest_hash: str,
     policy_identity: str,
-    records: list[dict[str, Any]],
+    records: list[EpisodeRecord],
     started_at: str,
     finished_at: str,
     duration_s: float,
-) -> dict[str, Any]:
+) -> BatchResult:
     return {
         "schema": RESULT_SCHEMA,
         "schema_version": RESULT_SCHEMA_VERSION,
@@ -82,7 +128,7 @@ def build_batch_result(
     }
 
 
-def write_batch_result(path: str | os.PathLike[str], result: dict[str, Any]) -> None:
+def write_batch_result(path: str | os.PathLike[str], result: BatchResult) -> None:
     atomic_write_json(path, result)
 
 
@@ -94,12 +140,12 @@ class BatchExpectation:
     suite: str
     task: str
     episodes: EpisodeRange
-    manifest: dict[str, Any]
+    manifest: ManifestDocument
     policy_identity: str
     setup_keys: tuple[str, ...]
 
 
-def validate_batch_result(path: str | os.PathLike[str], expected: BatchExpectation) -> dict[str, Any]:
+def validate_batch_result(path: str | os.PathLike[str], expected: BatchExpectation) -> BatchResult:
     """Check a batch file layer by layer; raise ResultValidationError naming the file and the problem."""
     source = Path(path)
 
@@ -163,7 +209,7 @@ def validate_batch_result(path: str | os.PathLike[str], expected: BatchExpectati
     return result
 
 
-def check_policy_servers(servers: dict[str, dict[str, Any] | None]) -> None:
+def check_policy_servers(servers: dict[str, PolicyServerRecord | None]) -> None:
     """Batches evaluated against an external server (policy.url) carry what its metadata said (a digest): all of a
     run's batches must agree, so results of two different servers behind one name never mix. `servers` maps each
     batch file to its `policy_server` record."""

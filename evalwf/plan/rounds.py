@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalwf.plan.campaign import BatchPlan, Campaign, PolicyCampaign
+from evalwf.plan.campaign_config import CampaignConfig
 
 
 @dataclass(frozen=True)
@@ -27,13 +28,11 @@ class AdaptiveSettings:
     round_episodes: int
 
     @classmethod
-    def of(cls, config: dict[str, Any]) -> AdaptiveSettings | None:
-        block = config.get("adaptive")
+    def of(cls, config: CampaignConfig) -> AdaptiveSettings | None:
+        block = config.adaptive
         if block is None:
             return None
-        return cls(
-            block["alpha"], block["drop"], block["margin_pp"] / 100.0, block["min_episodes"], block["round_episodes"]
-        )
+        return cls(block.alpha, block.drop, block.margin_pp / 100.0, block.min_episodes, block.round_episodes)
 
 
 def adaptive_benchmarks(campaign: Campaign) -> list[str]:
@@ -54,7 +53,7 @@ def round_end(campaign: Campaign, benchmark: str, round_index: int) -> int:
     return min((round_index + 1) * settings.round_episodes, campaign.section(benchmark)["episodes_per_task"])
 
 
-def batch_round(config: dict[str, Any], batch: BatchPlan) -> int:
+def batch_round(config: CampaignConfig, batch: BatchPlan) -> int:
     """The round a batch lies in (one round: the schema check makes round_episodes a multiple of batch_size)."""
     settings = AdaptiveSettings.of(config)
     assert settings is not None

@@ -113,7 +113,7 @@ def _batch_overhead(campaign: PlannedTasks, given: float | None) -> tuple[float,
     """Per batch between batches on a worker: the user's figure, else what earlier runs measured, else the default."""
     if given is not None:
         return given, given, "--batch-overhead-s"
-    dispatch = measure_dispatch(Path(campaign.config["results_dir"]), list(campaign.benchmarks))
+    dispatch = measure_dispatch(Path(campaign.config.results_dir), list(campaign.benchmarks))
     if dispatch is None:
         return DEFAULT_BATCH_OVERHEAD_S, DEFAULT_BATCH_OVERHEAD_S, "assumed, nothing measured yet; --batch-overhead-s"
     return dispatch.gap_s, dispatch.gap_s_p90, f"measured between {dispatch.gaps} pairs of consecutive batches"

@@ -16,6 +16,7 @@ from typing import Any
 
 from evalwf.policy.client import PolicyClient
 from evalwf.policy.episode_identity import EpisodeTag
+from evalwf.policy.wire import Message
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,13 @@ class LoadResult:
         return statistics.fmean(self.batch_sizes) if self.batch_sizes else None
 
 
-def tagged_request(source: RequestSource, episode: int, step: int, observation: dict[str, Any]) -> dict[str, Any]:
+def tagged_request(source: RequestSource, episode: int, step: int, observation: Message) -> Message:
     """The request a job step sends for (episode, step): the benchmark's observation plus its episode key, built by
     the job step's own TaggedPolicy."""
-    captured: list[dict[str, Any]] = []
+    captured: list[Message] = []
 
     class _Capture:
-        def infer(self, request: dict[str, Any]) -> dict[str, Any]:
+        def infer(self, request: Message) -> Message:
             captured.append(request)
             return {}
 
@@ -72,7 +73,7 @@ def _client(
     endpoint: str,
     index: int,
     source: RequestSource,
-    observation: dict[str, Any],
+    observation: Message,
     seconds: float,
     timeout_s: float,
     start: Any,
@@ -103,7 +104,7 @@ def drive(
     endpoint: str,
     slots: int,
     source: RequestSource,
-    observation: dict[str, Any],
+    observation: Message,
     seconds: float,
     timeout_s: float = 120.0,
 ) -> LoadResult:

@@ -6,7 +6,6 @@ Loopback endpoints never go through a proxy (websockets >= 15 would honour http_
 from __future__ import annotations
 
 import time
-from typing import Any
 from urllib.parse import urlparse
 
 import websockets
@@ -16,10 +15,11 @@ from websockets.sync.client import ClientConnection, connect
 from evalwf.contract.loopback import LOOPBACK_HOSTS
 from evalwf.policy import wire as msgpack_numpy
 from evalwf.policy.peer import NotOurServer, verify_server
+from evalwf.policy.wire import Message
 
 # websockets 17 wants legacy=True for this frame-level use; 16.0, the newest for Python 3.10 (RoboTwin's
 # interpreter, scripts/setup_robotwin.sh), has no such option and would reject it.
-VERSION_OPTIONS: dict[str, Any] = {"legacy": True} if int(websockets.__version__.split(".")[0]) >= 17 else {}
+VERSION_OPTIONS: dict[str, bool] = {"legacy": True} if int(websockets.__version__.split(".")[0]) >= 17 else {}
 ENDPOINT_ENV = "EVAL_POLICY_ENDPOINT"
 IDENTITY_ENV = "EVAL_POLICY_IDENTITY"
 
@@ -52,9 +52,9 @@ class PolicyClient:
         self.server_process = server_process
         self._connection, self.metadata = self._connect(connect_timeout_s, retry_interval_s)
 
-    def _connect(self, timeout_s: float, retry_interval_s: float) -> tuple[ClientConnection, dict[str, Any]]:
+    def _connect(self, timeout_s: float, retry_interval_s: float) -> tuple[ClientConnection, Message]:
         host = urlparse(self.endpoint).hostname or ""
-        proxy_option: dict[str, Any] = {"proxy": None} if host in LOOPBACK_HOSTS else {}
+        proxy_option: dict[str, None] = {"proxy": None} if host in LOOPBACK_HOSTS else {}
         deadline = time.monotonic() + timeout_s
         attempts = 0
         while True:
@@ -91,7 +91,7 @@ class PolicyClient:
             connection.close()
             raise PolicyServerError(str(error)) from None
 
-    def infer(self, observation: dict[str, Any]) -> dict[str, Any]:
+    def infer(self, observation: Message) -> Message:
         try:
             self._connection.send(msgpack_numpy.packb(observation))
             reply = self._connection.recv(timeout=self.call_timeout_s)
@@ -116,7 +116,7 @@ class PolicyClient:
         self.close()
 
 
-def check_endpoint(endpoint: str, *, timeout_s: float = 30.0, what: str = "policy server") -> dict[str, Any]:
+def check_endpoint(endpoint: str, *, timeout_s: float = 30.0, what: str = "policy server") -> Message:
     """The openpi handshake as a health check: connect, read the server's metadata, close. Raises
     PolicyServerError naming the endpoint when no openpi server answers within `timeout_s`."""
     try:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from evalwf.policy.client import PolicyClient
+from evalwf.policy.wire import Message
 
 Key = tuple[int, int]  # (episode, step)
 
@@ -63,7 +63,7 @@ def compare(
 
 
 def _serve_keys(
-    endpoint: str, keys: list[Key], request: Callable[[int, int], dict[str, Any]], timeout_s: float
+    endpoint: str, keys: list[Key], request: Callable[[int, int], Message], timeout_s: float
 ) -> tuple[dict[Key, np.ndarray], list[int]]:
     answers: dict[Key, np.ndarray] = {}
     batches: list[int] = []
@@ -79,7 +79,7 @@ def _serve_keys(
 
 def check_determinism(
     endpoint: str,
-    request: Callable[[int, int], dict[str, Any]],
+    request: Callable[[int, int], Message],
     slots: int,
     steps: int = 4,
     timeout_s: float = 120.0,

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from evalwf.policy.wire import Message
+
 EPISODE_KEY = "evalwf/episode"
 
 
@@ -38,7 +40,7 @@ class EpisodeTag:
         """`client` (the batch's policy client) sending this episode's key with every request."""
         return TaggedPolicy(client, self)
 
-    def as_key(self) -> dict[str, Any]:
+    def as_key(self) -> dict[str, str | int]:
         return {
             "benchmark": self.benchmark,
             "suite": self.suite,
@@ -55,14 +57,14 @@ class TaggedPolicy:
     def __init__(self, client: Any, tag: EpisodeTag):
         self.client, self.tag = client, tag
 
-    def infer(self, request: dict[str, Any]) -> dict[str, Any]:
+    def infer(self, request: Message) -> Message:
         return self.client.infer({**request, EPISODE_KEY: self.tag.as_key()})
 
     def __getattr__(self, name: str) -> Any:  # reset(), metadata, ... of the client
         return getattr(self.client, name)
 
 
-def request_rng(observation: dict[str, Any]) -> np.random.Generator:
+def request_rng(observation: Message) -> np.random.Generator:
     """The generator of one request: a pure function of its episode key (benchmark, suite, task, episode, seed,
     step). A request without the key (a client that is not this workflow) gets an unseeded generator; a key that
     lacks a field fails its request (KeyError) rather than drawing numbers no rerun could repeat."""

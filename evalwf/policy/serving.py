@@ -29,6 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from evalwf.policy import wire as msgpack_numpy
+from evalwf.policy.wire import Message
 
 # Set by a worker for the policy server it starts (its --slots, or the policy block's max_batch; max_wait_ms): the
 # defaults of --max-batch / --max-wait-ms of the servers this project ships.
@@ -67,8 +68,8 @@ def health_check(connection: ServerConnection, request: Request) -> Response | N
 @dataclass
 class _Pending:
     connection: int  # which connection asked (each has at most one request in flight: openpi clients wait)
-    observation: dict[str, Any]
-    reply: asyncio.Future[dict[str, Any]]
+    observation: Message
+    reply: asyncio.Future[Message]
     received: float = field(default_factory=time.monotonic)
 
 
@@ -86,13 +87,13 @@ class RequestBatcher:
 
     def __init__(self, policy: Any, max_batch: int, max_wait_ms: float):
         self.policy = policy
-        self.on_reply: Callable[[dict[str, Any]], None] | None = None
+        self.on_reply: Callable[[Message], None] | None = None
         self.max_batch = max(1, int(max_batch))
         self.max_wait_s = max(0.0, float(max_wait_ms)) / 1000.0
         self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self.previous: set[int] = set()  # connections of the last batch answered
 
-    async def infer(self, connection: int, observation: dict[str, Any]) -> dict[str, Any]:
+    async def infer(self, connection: int, observation: Message) -> Message:
         pending = _Pending(connection, observation, asyncio.get_running_loop().create_future())
         await self.queue.put(pending)
         return await pending.reply
@@ -157,7 +158,7 @@ class RequestBatcher:
             _settle(pending, reply={**reply, "server_timing": timing})
 
 
-def _settle(pending: _Pending, reply: dict[str, Any] | None = None, error: str | None = None) -> None:
+def _settle(pending: _Pending, reply: Message | None = None, error: str | None = None) -> None:
     if pending.reply.done():  # its connection went away meanwhile
         return
     if error is not None:
@@ -178,12 +179,12 @@ async def serve_policy(
     policy: Any,
     host: str,
     port: int,
-    metadata: dict[str, Any],
+    metadata: Message,
     banner: str,
     *,
     max_batch: int,
     max_wait_ms: float,
-    on_reply: Callable[[dict[str, Any]], None] | None = None,
+    on_reply: Callable[[Message], None] | None = None,
 ) -> None:
     """Serve `policy.infer(observation) -> reply dict` (and `infer_batch`, see the module docstring) until
     cancelled; `banner` is printed once listening. `on_reply` sees each reply's server timing (infer_ms,
@@ -192,7 +193,7 @@ async def serve_policy(
     if batcher is not None:
         batcher.on_reply = on_reply
 
-    async def answer(connection: int, observation: dict[str, Any]) -> dict[str, Any]:
+    async def answer(connection: int, observation: Message) -> Message:
         if batcher is not None:
             return await batcher.infer(connection, observation)
         started = time.monotonic()

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from evalwf.common.hashing import jsonable, short_hash
-from evalwf.policy.schema import policy_defaults
+from evalwf.policy.schema import PolicyBlock, policy_defaults
+from evalwf.policy.wire import Message
 
 # Keys that change what the policy computes; the startup and inference timeouts and similar operational knobs do not.
 IDENTITY_KEYS = ("name", "command", "env", "protocol", "checkpoint")
@@ -43,7 +43,7 @@ class PolicySpec:
     max_wait_ms: float  # the server's wait for more requests of a batch (operational)
 
     @classmethod
-    def from_config(cls, block: dict[str, Any]) -> PolicySpec:
+    def from_config(cls, block: PolicyBlock) -> PolicySpec:
         """From the config's policy block, or the block a task carries to a worker; keys it leaves out take the
         schema's defaults (evalwf/policy/policy.schema.yaml)."""
         block = {**policy_defaults(), **block}
@@ -65,7 +65,7 @@ class PolicySpec:
             max_wait_ms=float(block["max_wait_ms"]),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PolicyBlock:
         return {
             "name": self.name,
             "command": self.command,
@@ -80,7 +80,7 @@ class PolicySpec:
             "max_wait_ms": self.max_wait_ms,
         }
 
-    def identity_block(self) -> dict[str, Any]:
+    def identity_block(self) -> PolicyBlock:
         """The keys that define what the policy computes (a change reruns its batches); operational knobs such as
         the startup timeout, or where an external server runs, are left out so that changing them never redoes
         finished work. This block is also what a task carries to its worker."""
@@ -115,7 +115,7 @@ class PolicySpec:
         )
 
 
-def metadata_digest(metadata: dict[str, Any]) -> str:
+def metadata_digest(metadata: Message) -> str:
     """What an external server says it serves, as a short hash (volatile keys such as a pid left out)."""
     stable = {str(k): v for k, v in metadata.items() if str(k) not in VOLATILE_METADATA_KEYS}
     return short_hash(jsonable(stable))

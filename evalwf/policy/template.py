@@ -43,6 +43,7 @@ import numpy as np
 from evalwf.common.observations import lookup_path
 from evalwf.policy.episode_identity import request_rng
 from evalwf.policy.serving import add_batching_options, serve_policy
+from evalwf.policy.wire import Message
 
 
 class ZeroPolicy:
@@ -64,7 +65,7 @@ def load_policy(spec: str) -> Any:
     return getattr(importlib.import_module(module_name), attribute)()
 
 
-def lookup(observation: dict[str, Any], key: str) -> Any:
+def lookup(observation: Message, key: str) -> Any:
     """A request key, or a dotted path into nested dicts ('images.cam_high')."""
     if key in observation:
         return observation[key]
@@ -95,18 +96,18 @@ class PredictAdapter:
         self.predict_rng = self.predict is not None and _takes(self.predict, "rng")
         self.batch_rngs = callable(predict_batch) and _takes(predict_batch, "rngs")
 
-    def _inputs(self, observation: dict[str, Any]) -> tuple[np.ndarray, str]:
+    def _inputs(self, observation: Message) -> tuple[np.ndarray, str]:
         image = np.asarray(lookup(observation, self.image_key))
         if image.ndim == 3 and image.shape[0] in (1, 3) and image.shape[-1] not in (1, 3):
             image = np.transpose(image, (1, 2, 0))  # CHW (RoboTwin's openpi format) -> HWC
         return image, str(observation.get(self.prompt_key, ""))
 
-    def _reply(self, action: Any) -> dict[str, Any]:
+    def _reply(self, action: Any) -> Message:
         chunk = np.asarray(action, dtype=np.float32)
         chunk = chunk.reshape(1, -1) if chunk.ndim == 1 else chunk
         return {"actions": np.repeat(chunk, self.repeat, axis=0) if chunk.shape[0] == 1 else chunk}
 
-    def infer(self, observation: dict[str, Any]) -> dict[str, Any]:
+    def infer(self, observation: Message) -> Message:
         if self.predict is None:
             return self._infer_batch([observation])[0]
         image, instruction = self._inputs(observation)
@@ -114,7 +115,7 @@ class PredictAdapter:
             return self._reply(self.predict(image, instruction, rng=request_rng(observation)))
         return self._reply(self.predict(image, instruction))
 
-    def _infer_batch(self, observations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _infer_batch(self, observations: list[Message]) -> list[Message]:
         images, instructions = zip(*(self._inputs(o) for o in observations), strict=True)
         if self.batch_rngs:
             rngs = [request_rng(o) for o in observations]

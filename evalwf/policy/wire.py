@@ -7,6 +7,14 @@ from typing import Any
 import msgpack
 import numpy as np
 
+# What the openpi wire carries (msgpack with numpy arrays and scalars), nested: any value of a message
+WireValue = (
+    np.ndarray | np.generic | None | bool | int | float | str | bytes | list["WireValue"] | dict[str, "WireValue"]
+)
+# One message: a request (an observation: camera images, state, prompt, the episode's key), a reply ("actions" and
+# what the server adds), or a server's metadata
+Message = dict[str, WireValue]
+
 
 def _encode(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):

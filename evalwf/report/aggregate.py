@@ -16,7 +16,6 @@ from evalwf.benchmark.adapter import get_adapter
 from evalwf.common.atomic import atomic_write_text
 from evalwf.common.commands import evalwf_command
 from evalwf.plan.campaign import PolicyCampaign
-from evalwf.plan.config import several_policies
 from evalwf.plan.manifest import load_manifest, manifest_bundle
 from evalwf.plan.results import check_policy_servers, validate_batch_result
 from evalwf.report.reference import compare_with_reference
@@ -186,11 +185,11 @@ def summarize_benchmark(
     from evalwf.report.plots import plot_task_success
     from evalwf.report.tables import format_html, format_latex, format_markdown, format_text, summary_title
 
-    policy = campaign.policy.name if several_policies(campaign.config) else None  # whose summary, in a sweep
+    policy = campaign.policy.name if campaign.config.several_policies else None  # whose summary, in a sweep
     tallies = tally_benchmark(campaign, benchmark, planned)
     tasks, suites = task_table(benchmark, tallies), suite_table(benchmark, tallies)
     reported = campaign.reference_scores(benchmark)
-    source = campaign.config["reference"].get("source")
+    source = campaign.config.reference_source
     comparison = compare_with_reference(benchmark, tallies, reported) if reported else None
     write_csv(tasks, outputs["tasks"])
     write_csv(suites, outputs["suites"])

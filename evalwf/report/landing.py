@@ -75,7 +75,7 @@ def headline(member: PolicyCampaign, benchmark: str, policy: str | None) -> str:
         # the CSV holds True / False / '' (no interval): read back as the table that was written
         reference = pd.read_csv(paths["reference"], converters={"outside_ci": {"True": True, "False": False}.get})
         reference["outside_ci"] = reference["outside_ci"].map(lambda value: "" if value is None else value)
-        source = member.config["reference"].get("source")
+        source = member.config.reference_source
         parts += [
             f"<h4>Reported vs reproduced{f' ({escape(source)})' if source else ''}</h4>",
             html_table(comparison_rows(reference), COMPARISON_HEADERS, NUMERIC_COLUMNS),

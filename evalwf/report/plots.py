@@ -71,7 +71,10 @@ def suite_overview(task_table: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
 
 
 def task_success_figure(
-    task_table: pd.DataFrame, title: str, reference: dict[str, Any] | None = None, overview: pd.DataFrame | None = None
+    task_table: pd.DataFrame,
+    title: str,
+    reference: dict[str, float] | None = None,
+    overview: pd.DataFrame | None = None,
 ) -> Figure:
     """The figure: one panel per suite (and first, with `overview`, a panel of suites plotted apart). Its height
     grows with the bars; its width with the longest title, so that no label is cut."""
@@ -142,7 +145,7 @@ def plot_task_success(
     task_table: pd.DataFrame,
     path: str | Path,
     title: str,
-    reference: dict[str, Any] | None = None,
+    reference: dict[str, float] | None = None,
     apart: dict[str, str] | None = None,
 ) -> None:
     """Write the PNG. `reference`: suite -> reported percent (config `reference.<benchmark>`), drawn as a marker.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pandas as pd
 
@@ -19,7 +18,7 @@ def suite_rates(tallies: list[TaskTally]) -> dict[str, tuple[int, int]]:
     return rates
 
 
-def compare_with_reference(benchmark: str, tallies: list[TaskTally], reported: dict[str, Any]) -> pd.DataFrame:
+def compare_with_reference(benchmark: str, tallies: list[TaskTally], reported: dict[str, float]) -> pd.DataFrame:
     """One row per reported suite (and 'average'): reported vs reproduced, in percent, with the difference in
     percentage points; `outside_ci` flags a reported score outside the reproduction's 95% Wilson interval."""
     rates = suite_rates(tallies)

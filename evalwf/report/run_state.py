@@ -14,14 +14,14 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import yaml
 
 from evalwf.common.errors import ResultValidationError
 from evalwf.contract.failure import excerpt
 from evalwf.contract.failure_record import read_failure_record
-from evalwf.plan.campaign import Campaign, PolicyCampaign
+from evalwf.plan.campaign import BatchPlan, Campaign, PolicyCampaign
 from evalwf.plan.config import validate_config
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
@@ -37,6 +37,26 @@ FAILED_STATES = ("failed", "invalid")
 # policy's circuit breaker cancelled is shown failed (queue_state): its policy is broken.
 CANCELLED = "cancelled"
 # per adaptive benchmark: the decisions written so far, and each policy's standing by them
+
+
+class BatchRow(TypedDict, total=False):
+    """One planned batch in the status table (batch_rows): always its place, size and state; an adaptive sweep's
+    round; a failed or invalid one's reason and logs, and what its failure record says."""
+
+    benchmark: str  # several policies: <policy>/<benchmark>
+    suite: str
+    task: str
+    batch: str  # its episode range label
+    episodes: int
+    successes: int
+    state: str  # done, invalid, not submitted, waiting, or its queue state
+    round: int
+    dropped: str
+    error: str
+    log: str
+    recorded: str
+
+
 AdaptiveRounds = dict[str, tuple[list[dict[str, Any]], dict[str, RoundProgress]]]
 EXIT_COMPLETE, EXIT_INCOMPLETE, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 2, 3
 RESUME_HINT = "cancelled by its submitter (Ctrl-C, SIGHUP or SIGTERM): rerun the same snakemake command to resume"
@@ -59,8 +79,8 @@ def load_run(run_dir: Path, workdir: Path) -> Campaign:
     snapshot.pop("policy_identities", None)  # a run of several policies
     snapshot.pop("benchmark_policies", None)
     config = validate_config(snapshot)
-    if not Path(config["results_dir"]).is_absolute():
-        config["results_dir"] = str(workdir / config["results_dir"])
+    if not Path(config.results_dir).is_absolute():
+        config = config.with_results_dir(str(workdir / config.results_dir))
     campaign = Campaign(config)
     for benchmark in campaign.benchmarks:  # without it, its manifest names here would be none of the run's
         reason = campaign.environment_unavailable(benchmark)
@@ -174,7 +194,7 @@ def batch_rows(
     states: dict[str, QueueTask] | None,
     workdir: Path | None = None,
     rounds: AdaptiveRounds | None = None,
-) -> list[dict[str, Any]]:
+) -> list[BatchRow]:
     """One row per planned batch: done (valid result file), invalid, or its queue state; failed and invalid
     rows carry the reason and where to read more. Several policies: each policy's batches, as <policy>/<benchmark>.
     An adaptive sweep's rows follow its decisions: a dropped policy's rounds after its drop are no work of the
@@ -198,7 +218,7 @@ def _policy_batch_rows(
     states: dict[str, QueueTask] | None,
     workdir: Path | None,
     progress: dict[str, RoundProgress],
-) -> list[dict[str, Any]]:
+) -> list[BatchRow]:
     rows = []
     for plan in campaign.tasks:
         manifest = None
@@ -207,7 +227,7 @@ def _policy_batch_rows(
             round_index = batch_round(campaign.config, batch) if standing else None
             if standing and standing.dropped_after is not None and round_index > standing.dropped_after:
                 continue  # a round its policy never runs
-            row = {
+            row: BatchRow = {
                 "benchmark": plan.ref.benchmark,
                 "suite": plan.ref.suite,
                 "task": plan.ref.task,
@@ -249,7 +269,7 @@ def _policy_batch_rows(
     return rows
 
 
-def _recorded_failure(campaign: PolicyCampaign, batch: Any) -> dict[str, Any]:
+def _recorded_failure(campaign: PolicyCampaign, batch: BatchPlan) -> BatchRow:
     """The row fields of a batch's failure record (evalwf/contract/failure_record.py), or none: the cause, the
     logs (the run's own may be gone; the job's Snakemake log is under results/ too), attempt, worker, task."""
     record = read_failure_record(batch.path)
@@ -304,7 +324,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def exit_code(rows: list[dict[str, Any]]) -> int:
+def exit_code(rows: list[BatchRow]) -> int:
     """EXIT_FAILED when a batch failed or is invalid, else EXIT_CANCELLED when one was cancelled (resumable), else
     complete or incomplete."""
     if any(r["state"] in FAILED_STATES for r in rows):
@@ -314,6 +334,6 @@ def exit_code(rows: list[dict[str, Any]]) -> int:
     return EXIT_COMPLETE if all(r["state"] == "done" for r in rows) else EXIT_INCOMPLETE
 
 
-def settled(rows: list[dict[str, Any]]) -> bool:
+def settled(rows: list[BatchRow]) -> bool:
     """Nothing is pending or running: watching longer shows nothing new."""
     return not any(r["state"] in ("pending", "running") for r in rows)

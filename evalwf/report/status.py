@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -39,6 +39,7 @@ from evalwf.report.run_state import (
     CANCELLED,
     FAILED_STATES,
     AdaptiveRounds,
+    BatchRow,
     WorkerState,
     adaptive_rounds,
     batch_rows,
@@ -50,12 +51,12 @@ from evalwf.report.run_state import (
 )
 
 
-def status_table(rows: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
+def status_table(rows: list[BatchRow], keys: list[str]) -> pd.DataFrame:
     """Rows grouped by `keys`; an adaptive sweep's tables add the batches `waiting` for a round's decision, and a
     dropped policy's status says after which round it stopped."""
     table = []
     adaptive = any("round" in row for row in rows)
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, ...], list[BatchRow]] = {}
     for row in rows:
         groups.setdefault(tuple(row[k] for k in keys), []).append(row)
     for key, members in groups.items():
@@ -138,7 +139,23 @@ def round_lines(rounds: AdaptiveRounds) -> list[str]:
     return lines
 
 
-def worker_rows(workers: list[WorkerState]) -> list[dict[str, Any]]:
+# One worker in the workers table (worker_rows): its columns, as printed
+WorkerRow = TypedDict(
+    "WorkerRow",
+    {
+        "worker": str,
+        "alive": str,
+        "gpu": str,
+        "activity": str,
+        "policy server": str,
+        "current batch": str,
+        "done": int | str,
+        "updated": str,
+    },
+)
+
+
+def worker_rows(workers: list[WorkerState]) -> list[WorkerRow]:
     """The workers table: one row per worker, what it does and its policy server in words."""
     rows = []
     for worker in workers:
@@ -193,9 +210,9 @@ def _age(stamp: str | None) -> str:
 
 def render(
     campaign: Campaign,
-    rows: list[dict[str, Any]],
+    rows: list[BatchRow],
     queue_known: bool,
-    workers: list[dict[str, Any]] | None = None,
+    workers: list[WorkerRow] | None = None,
     rounds: AdaptiveRounds | None = None,
 ) -> tuple[str, pd.DataFrame, pd.DataFrame]:
     suites = with_average_rows(status_table(rows, ["benchmark", "suite"]))

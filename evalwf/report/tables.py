@@ -270,7 +270,7 @@ def format_latex(
     """A booktabs table: per suite success %, 95 % Wilson interval, trials; the average of suites below a rule;
     with reference scores, the reported score, the difference in pp and whether it lies inside the interval."""
     labels = label_columns(suites, "tasks")
-    reference: dict[str, Any] = {}
+    reference: dict[str, tuple] = {}  # suite -> its row of the comparison (a named tuple)
     if comparison is not None:
         reference = {row.suite: row for row in comparison.itertuples()}
     with_reference = bool(reference)

@@ -36,6 +36,7 @@ from evalwf.contract.failure import CAUSE_FILE_ENV, write_cause
 from evalwf.job import sim_step
 from evalwf.job.interpreter import run_in_interpreter
 from evalwf.plan.campaign import Campaign, PlannedTasks, PolicyCampaign
+from evalwf.plan.campaign_config import CampaignConfig
 from evalwf.plan.interpreter import resolve_interpreter
 from evalwf.plan.rounds import adaptive_benchmarks, written_batches
 from evalwf.policy.client import ENDPOINT_ENV, IDENTITY_ENV, PolicyServerError, check_endpoint
@@ -129,7 +130,7 @@ def seal_task_manifest(campaign: PlannedTasks, output: str) -> None:
         "task": plan.ref.task,
         "section": campaign.section(plan.ref.benchmark),
         "output": output,
-        "cache_dir": campaign.config["manifest_cache"],
+        "cache_dir": campaign.config.manifest_cache,
     }
     _run_sim_step(campaign, plan.ref.benchmark, request, f"manifest {output}")
 
@@ -172,20 +173,16 @@ def policy_endpoint(campaign: PolicyCampaign, log_dir: Path) -> Iterator[tuple[s
         yield endpoint, None, server.process_identity
 
 
-def record_campaign(config: dict[str, Any], output: str) -> None:
+def record_campaign(config: CampaignConfig, output: str) -> None:
     """Snapshot of the validated config, with the policy identity (several policies: each one's, and which
     policies evaluate which benchmark), for the status command and the report."""
-    from evalwf.plan.config import benchmark_policies, campaign_baseline, campaign_policy_blocks, several_policies
-    from evalwf.policy.spec import PolicySpec
-
-    identities = {block["name"]: PolicySpec.from_config(block).identity for block in campaign_policy_blocks(config)}
-    if several_policies(config):
-        snapshot = {**config, "policy_identity": identities[campaign_baseline(config)], "policy_identities": identities}
-        snapshot["benchmark_policies"] = {
-            benchmark: [block["name"] for block in blocks] for benchmark, blocks in benchmark_policies(config).items()
-        }
+    identities = {policy.name: policy.identity for policy in config.policies}
+    document = config.document()
+    if config.several_policies:
+        snapshot = {**document, "policy_identity": identities[config.baseline], "policy_identities": identities}
+        snapshot["benchmark_policies"] = config.benchmark_policies()
     else:
-        snapshot = {**config, "policy_identity": next(iter(identities.values()))}
+        snapshot = {**document, "policy_identity": next(iter(identities.values()))}
     atomic_write_text(output, yaml.safe_dump(snapshot, sort_keys=False))
 
 

@@ -147,7 +147,7 @@ def test_the_executor_settings_defaults_are_their_dataclass_fields_only(path):
 
 def test_a_baseline_left_out_is_derived_not_written_into_the_config(tmp_path):
     """No schema default can name a baseline (it depends on the policies): validation leaves it out, and the one
-    place that derives it (evalwf.plan.config.campaign_baseline / benchmark_baseline) says the first policy."""
+    place that derives it (evalwf.plan.config, into CampaignConfig.baseline) says the first policy."""
     from evalwf.plan.campaign import Campaign
 
     raw = standin_config(tmp_path)
@@ -155,11 +155,11 @@ def test_a_baseline_left_out_is_derived_not_written_into_the_config(tmp_path):
     raw["policies"] = [{**block, "name": name} for name in ("first", "second")]
     config = validate_config(raw)
     assert "baseline" not in config
-    assert config_module.campaign_baseline(config) == "first" == config_module.benchmark_baseline(config, "standin")
+    assert config.baseline == "first" == config.benchmark_baseline("standin")
     campaign = Campaign(config)
     assert campaign.baseline.policy.name == "first" and campaign.baseline_of("standin") == "first"
     named = validate_config({**raw, "baseline": "second"})
-    assert Campaign(named).baseline.policy.name == "second" == config_module.benchmark_baseline(named, "standin")
+    assert Campaign(named).baseline.policy.name == "second" == named.benchmark_baseline("standin")
 
 
 @pytest.mark.parametrize("path", SCANNED, ids=lambda p: str(p.relative_to(REPO)))

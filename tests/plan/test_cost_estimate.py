@@ -50,7 +50,7 @@ def test_before_anything_ran_a_batch_costs_episodes_x_step_limit_x_seconds_per_s
 
 
 def test_libero_estimate_is_500_episodes_per_suite_times_its_step_limit(tmp_path):
-    config = load_config(REPO / "config" / "libero.yaml", REPO / "config" / "policies" / "standin.yaml")
+    config = load_config(REPO / "config" / "libero.yaml", REPO / "config" / "policies" / "standin.yaml").document()
     config.update(results_dir=str(tmp_path / "r"), manifest_cache=str(tmp_path / "c"))
     plan = build_plan(Campaign(validate_config(config)).single(), seconds_per_step=0.1, workers=1, batch_overhead_s=0.0)
     # (220 + 10) + (280 + 10) + (300 + 10) + (520 + 10) = 1360 steps x 500 episodes x 0.1 s = 68000 s

@@ -21,7 +21,7 @@ SPATIAL_LIMIT = 220
 
 
 def libero_campaign(tmp_path, *overrides: dict) -> Campaign:
-    config = load_config(REPO / "config" / "libero.yaml", REPO / "config" / "policies" / "standin.yaml")
+    config = load_config(REPO / "config" / "libero.yaml", REPO / "config" / "policies" / "standin.yaml").document()
     config.update(results_dir=str(tmp_path / "results"), manifest_cache=str(tmp_path / "cache"))
     for override in overrides:
         config["benchmarks"]["libero"].update(override)
@@ -117,7 +117,7 @@ def test_a_suite_not_measured_takes_the_step_time_another_suite_of_its_benchmark
 def test_a_new_run_of_the_measured_suite_under_the_same_limit_costs_what_was_measured(tmp_path):
     """The demo's config again (20 policy steps + 10 settle steps a trial) under another run name: the 4 trials
     measured, each one batch, cost again what they took; the settle steps are not priced on top."""
-    config = load_config(REPO / "config" / "demo.yaml")
+    config = load_config(REPO / "config" / "demo.yaml").document()
     config.update(run="other", results_dir=str(tmp_path / "results"), manifest_cache=str(tmp_path / "cache"))
     for task, index in ((0, 0), (0, 1), (1, 0), (1, 1)):
         record_batch(tmp_path, "libero_spatial", task, [(20, False)], max_steps=20, step_s=2.3)

@@ -23,7 +23,7 @@ EVALWF = Path(sys.executable).with_name("evalwf")
 def shipped(tmp_path: Path, *names: str, **overrides) -> PolicyCampaign:
     """A shipped benchmark file with the stand-in policy file, its results (and manifest cache) under tmp_path, so
     nothing on disk counts."""
-    config = load_config(*(REPO / "config" / name for name in (*names, "policies/standin.yaml")))
+    config = load_config(*(REPO / "config" / name for name in (*names, "policies/standin.yaml"))).document()
     config.update(results_dir=str(tmp_path / "results"), manifest_cache=str(tmp_path / "cache"), **overrides)
     return Campaign(validate_config(config)).single()
 
@@ -60,7 +60,7 @@ def test_robotwin_config_plans_1000_batches_of_5000_episodes(tmp_path):
 
 
 def test_seen_and_unseen_share_manifests_counted_once_in_the_total(tmp_path):
-    config = load_config(REPO / "config" / "robotwin.yaml", REPO / "config" / "policies" / "standin.yaml")
+    config = load_config(REPO / "config" / "robotwin.yaml", REPO / "config" / "policies" / "standin.yaml").document()
     config["benchmarks"]["robotwin"]["instruction_types"] = ["seen", "unseen"]
     config.update(results_dir=str(tmp_path / "results"), manifest_cache=str(tmp_path / "cache"))
     plan = build_plan(Campaign(validate_config(config)).single())
@@ -105,7 +105,7 @@ def test_partly_finished_run_counts_done_and_to_run_from_the_files(tmp_path):
 
 def test_json_form_of_a_partial_run_from_the_console_script(tmp_path):
     campaign, bad = _partial_run(tmp_path)
-    config_file = write_config(tmp_path / "partial.yaml", campaign.config)
+    config_file = write_config(tmp_path / "partial.yaml", campaign.config.document())
     completed = subprocess.run(
         [str(EVALWF), "plan", "--configfile", str(config_file), "--json", "--workers", "2"],
         capture_output=True,
@@ -141,7 +141,7 @@ def test_json_form_of_a_partial_run_from_the_console_script(tmp_path):
 def test_dry_run_prints_the_plan_last(tmp_path):
     """After Snakemake's job blocks and its closing line, so that the table is what stays on the screen."""
     campaign, _ = _partial_run(tmp_path)
-    config_file = write_config(tmp_path / "partial.yaml", campaign.config)
+    config_file = write_config(tmp_path / "partial.yaml", campaign.config.document())
     out = run_snakemake(tmp_path, "-n", "--configfile", str(config_file)).stdout
     plan_at, closing_at = out.index("Plan of run t"), out.index("This was a dry-run")
     assert closing_at < plan_at and out.rstrip().endswith("--seconds-per-step S)")

@@ -13,6 +13,7 @@ from labtasker_testkit import client, labtasker_url, queue
 from runkit import fabricate_run
 
 from evalwf.contract import campaign_key
+from evalwf.plan.config import validate_config
 from evalwf.report import run_state, status
 from evalwf.rules.jobs import record_campaign
 from snakemake_executor_plugin_labtasker.task_identity import short_id
@@ -89,7 +90,7 @@ def test_status_without_queue_reads_result_files(tmp_path, capsys):
     config = standin_config(tmp_path, standin={"suites": {"alpha": ["reach"]}, "episodes_per_task": 2, "batch_size": 1})
     run_dir = tmp_path / "results" / "t"
     run_dir.mkdir(parents=True)
-    record_campaign(config, str(run_dir / "campaign.yaml"))
+    record_campaign(validate_config(config), str(run_dir / "campaign.yaml"))
     assert status.main([str(run_dir), "--workdir", str(tmp_path)]) == run_state.EXIT_INCOMPLETE
     out = capsys.readouterr().out
     assert "0/2 batches done" in out and "PARTIAL" in out and "not known" in out

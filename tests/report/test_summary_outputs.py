@@ -225,7 +225,7 @@ def test_a_suite_of_many_tasks_gets_its_own_plot(tmp_path):
     big, shared = matplotlib.image.imread(own), matplotlib.image.imread(main)
     assert big.shape[0] >= 90 * ROW_INCHES * 100
     assert shared.shape[0] < (40 + 10) * ROW_INCHES * 100 + 6 * 100, "the 90 bars are not in the shared plot"
-    config = load_config(REPO / "config" / "libero.yaml", REPO / "config" / "policies" / "standin.yaml")
+    config = load_config(REPO / "config" / "libero.yaml", REPO / "config" / "policies" / "standin.yaml").document()
     config["benchmarks"]["libero"]["suites"] = {"libero_spatial": "all", "libero_90": "all"}
     config.update(results_dir=str(tmp_path / "results"), manifest_cache=str(tmp_path / "cache"))
     campaign = Campaign(validate_config(config)).single()

@@ -57,14 +57,14 @@ def _campaign_from_config(raw):
         else:
             campaign = Campaign(validate_config(raw))
         check_writable("results_dir", campaign.root)
-        check_writable("manifest_cache", campaign.config["manifest_cache"])
+        check_writable("manifest_cache", campaign.config.manifest_cache)
         return campaign
     except ConfigError as error:
         raise WorkflowError(str(error)) from None
 
 
 CAMPAIGN = _campaign_from_config(config)
-RESULTS = CAMPAIGN.config["results_dir"]
+RESULTS = CAMPAIGN.config.results_dir
 # Where a batch's and a summary's files go: results/<run>/<benchmark>/..., or with several policies
 # (`policies`) results/<run>/<policy>/<benchmark>/... (manifests stay shared at results/<run>/<benchmark>/).
 OUT = f"{RESULTS}/{{run}}/{{policy}}" if CAMPAIGN.multi else f"{RESULTS}/{{run}}"
@@ -138,7 +138,7 @@ def restore_cached_manifests():
             plan.ref.benchmark,
             plan.manifest_hash,
             path,
-            CAMPAIGN.config["manifest_cache"],
+            CAMPAIGN.config.manifest_cache,
         )
 
 
