@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from evalwf.common.atomic import atomic_write_text
+from evalwf.common.json_value import JsonValue
 
 DEFAULT_MAX_FAILURES = 2  # the submitter's --labtasker-policy-breaker default, and the workers' without one
 CIRCUIT_OPEN_ERROR = "PolicyCircuitOpen"  # the error type of a task failed because its policy's breaker is open
@@ -55,8 +56,7 @@ _OUTCOME_RANK = {"aborted": 1, "ok": 2, "failed": 3}
 _ID_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-# A value a breaker file holds, as json.loads gives it.
-JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+# A breaker file as json.loads gives it.
 JsonRecord = dict[str, JsonValue]
 
 
