@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from conftest import standin_config
 
+from evalwf.contract.job_step_context import JOB_STEP_CONTEXT_ENV, JobStepContext
 from evalwf.plan.campaign import Campaign
 from evalwf.plan.config import validate_config
-from evalwf.policy.client import ENDPOINT_ENV, PolicyClient, PolicyServerError
+from evalwf.policy.client import PolicyClient, PolicyServerError
 from evalwf.policy.spec import PolicySpec
 from evalwf.rules import jobs
 from evalwf.worker.policy_server import GuardedPolicyServer
@@ -34,7 +35,7 @@ def policy_server(tmp_path_factory):
 
 
 def evaluate_all(tmp_path, batch_size, endpoint, monkeypatch, episodes=6):
-    monkeypatch.setenv(ENDPOINT_ENV, endpoint)
+    monkeypatch.setenv(JOB_STEP_CONTEXT_ENV, JobStepContext(endpoint=endpoint).to_env()[JOB_STEP_CONTEXT_ENV])
     config = standin_config(
         tmp_path,
         standin={"episodes_per_task": episodes, "batch_size": batch_size, "suites": {"alpha": ["reach", "stack"]}},
@@ -42,9 +43,9 @@ def evaluate_all(tmp_path, batch_size, endpoint, monkeypatch, episodes=6):
     campaign = Campaign(validate_config(config)).single()
     records = {}
     for plan in campaign.tasks:
-        jobs.seal_task_manifest(campaign, plan.manifest_path)
+        jobs.seal_task_manifest(campaign, *plan.manifest_key, plan.manifest_path)
         for batch in plan.batches:
-            jobs.evaluate_batch(campaign, batch.path)
+            jobs.evaluate_batch(campaign, *batch.key, batch.path)
             for record in json.loads(Path(batch.path).read_text())["episodes"]:
                 record.pop("duration_s")
                 records[(plan.ref.task, record["index"])] = record

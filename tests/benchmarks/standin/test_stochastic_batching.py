@@ -12,9 +12,9 @@ import numpy as np
 from conftest import standin_config
 
 from benchmarks.standin.policy_server import StandinPolicy
+from evalwf.contract.job_step_context import JOB_STEP_CONTEXT_ENV, JobStepContext
 from evalwf.plan.campaign import Campaign
 from evalwf.plan.config import validate_config
-from evalwf.policy.client import ENDPOINT_ENV
 from evalwf.policy.episode_identity import EPISODE_KEY
 from evalwf.policy.spec import PolicySpec
 from evalwf.rules import jobs
@@ -25,16 +25,16 @@ SERVER = "{python} -m benchmarks.standin.policy_server --port {port} --noise 1.2
 
 def evaluate(tmp_path: Path, endpoint: str, batch_size: int, slots: int, monkeypatch) -> dict:
     """Every batch of a small stand-in campaign, `slots` at a time against `endpoint`; records by (task, index)."""
-    monkeypatch.setenv(ENDPOINT_ENV, endpoint)
+    monkeypatch.setenv(JOB_STEP_CONTEXT_ENV, JobStepContext(endpoint=endpoint).to_env()[JOB_STEP_CONTEXT_ENV])
     config = standin_config(
         tmp_path, standin={"episodes_per_task": 5, "batch_size": batch_size, "suites": {"alpha": ["reach", "push"]}}
     )
     campaign = Campaign(validate_config(config)).single()
     for plan in campaign.tasks:
-        jobs.seal_task_manifest(campaign, plan.manifest_path)
+        jobs.seal_task_manifest(campaign, *plan.manifest_key, plan.manifest_path)
     batches = [batch for plan in campaign.tasks for batch in plan.batches]
     with ThreadPoolExecutor(slots) as pool:
-        list(pool.map(lambda batch: jobs.evaluate_batch(campaign, batch.path), batches))
+        list(pool.map(lambda batch: jobs.evaluate_batch(campaign, *batch.key, batch.path), batches))
     records = {}
     for batch in batches:
         for record in json.loads(Path(batch.path).read_text())["episodes"]:
