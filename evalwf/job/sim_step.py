@@ -28,7 +28,6 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange
@@ -48,8 +47,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()  # noqa: UP017 (Python 3.10: RoboTwin's interpreter)
 
 
-def evaluate_batch(request: BatchRequest) -> dict[str, Any]:
-    """Evaluate episodes [episode_start, episode_start + episode_count) of one task; write and return the result."""
+def evaluate_batch(request: BatchRequest) -> None:
+    """Evaluate episodes [episode_start, episode_start + episode_count) of one task; write the result."""
     benchmark, suite, task = request.benchmark, request.suite, request.task
     episodes = EpisodeRange(request.episode_start, request.episode_count)
     adapter = get_adapter(benchmark)
@@ -107,10 +106,9 @@ def evaluate_batch(request: BatchRequest) -> dict[str, Any]:
     result["worker"]["python"] = sys.executable
     write_batch_result(request.output, result)
     log(f"{request.output}: {result['success_count']}/{episodes.count} successes")
-    return result
 
 
-def seal_task_manifest(request: ManifestRequest) -> dict[str, Any]:
+def seal_task_manifest(request: ManifestRequest) -> None:
     where = f"manifest {request.output}"
     settings = benchmark_settings(request.benchmark, request.section)
     check_recorded(request.benchmark, settings, request.definition.get("environment"), where)
@@ -124,14 +122,14 @@ def seal_task_manifest(request: ManifestRequest) -> dict[str, Any]:
         log,
     )
     log(f"manifest {request.output}: {len(manifest['episodes'])} episodes, hash {manifest['manifest_hash']}")
-    return manifest
 
 
-def run_request(request: SimRequest) -> dict[str, Any]:
+def run_request(request: SimRequest) -> None:
     """Run one request in this interpreter (a job body without a benchmark interpreter calls this directly)."""
     if isinstance(request, BatchRequest):
-        return evaluate_batch(request)
-    return seal_task_manifest(request)
+        evaluate_batch(request)
+    else:
+        seal_task_manifest(request)
 
 
 def main(argv: list[str] | None = None) -> int:
