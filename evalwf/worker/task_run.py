@@ -14,7 +14,7 @@ from typing import Any
 from evalwf.contract import CLIENT_TOKEN_ENV, TASK_ID_ENV, WORKER_ID_ENV
 from evalwf.contract.failure import failure_text, read_cause
 from evalwf.contract.failure_record import FailureRecord, last_lines, write_failure_record
-from evalwf.contract.job_step_context import JOB_STEP_CONTEXT_ENV, JobStepContext
+from evalwf.contract.job_step_context import JobStepContext
 from evalwf.contract.loopback import with_loopback_no_proxy
 from evalwf.policy.client import PolicyServerError
 from evalwf.worker.completion_record import lost_run, recorded_result, write_record
@@ -272,8 +272,7 @@ class TaskRun:
         for key in NOT_INHERITED:
             env.pop(key, None)
         env.update(cpu_render_threads(env, self.slots * int(os.environ.get(LOCAL_WORKERS_ENV, "1"))))
-        env.pop(JOB_STEP_CONTEXT_ENV, None)
-        env.update(context.to_env())
+        env.update(context.to_env())  # replaces any the worker itself inherited
         return env
 
     def _start_step(
