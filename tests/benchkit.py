@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from evalwf.contract.job_step_context import JOB_STEP_CONTEXT_ENV, JobStepContext
 from evalwf.plan.campaign import Campaign
 from evalwf.plan.config import validate_config
-from evalwf.policy.client import ENDPOINT_ENV
 from evalwf.policy.spec import PolicySpec
 from evalwf.rules import jobs
 from evalwf.worker.policy_server import GuardedPolicyServer
@@ -53,16 +53,16 @@ def served_policy(policy: Mapping[str, Any], log_dir: Path, slots: int = 1) -> I
 
 @contextmanager
 def _endpoint(endpoint: str) -> Iterator[None]:
-    """The policy endpoint a worker hands its job steps, for the duration of the block."""
-    before = os.environ.get(ENDPOINT_ENV)
-    os.environ[ENDPOINT_ENV] = endpoint
+    """The policy endpoint a worker hands its job steps (in their JobStepContext), for the duration of the block."""
+    before = os.environ.get(JOB_STEP_CONTEXT_ENV)
+    os.environ.update(JobStepContext(endpoint=endpoint).to_env())
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop(ENDPOINT_ENV, None)
+            os.environ.pop(JOB_STEP_CONTEXT_ENV, None)
         else:
-            os.environ[ENDPOINT_ENV] = before
+            os.environ[JOB_STEP_CONTEXT_ENV] = before
 
 
 def evaluate_campaign(config: dict[str, Any], endpoint: str, slots: int = 1) -> Records:
@@ -71,10 +71,10 @@ def evaluate_campaign(config: dict[str, Any], endpoint: str, slots: int = 1) -> 
     campaign = Campaign(validate_config(config)).single()
     with _endpoint(endpoint):
         for plan in campaign.tasks:
-            jobs.seal_task_manifest(campaign, plan.manifest_path)
+            jobs.seal_task_manifest(campaign, *plan.manifest_key, plan.manifest_path)
         batches = [batch for plan in campaign.tasks for batch in plan.batches]
         with ThreadPoolExecutor(slots) as pool:
-            list(pool.map(lambda batch: jobs.evaluate_batch(campaign, batch.path), batches))
+            list(pool.map(lambda batch: jobs.evaluate_batch(campaign, *batch.key, batch.path), batches))
     records: Records = {}
     for batch in batches:
         for record in json.loads(Path(batch.path).read_text())["episodes"]:

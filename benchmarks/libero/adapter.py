@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from benchmarks.libero.rng_states import EncodedRngState
 from benchmarks.libero.settings import LiberoSettings
 from benchmarks.libero.suites import (
     ACTION_DIM,
@@ -38,23 +39,32 @@ from evalwf.benchmark.adapter import (
     TaskRef,
 )
 from evalwf.benchmark.node_checks import CheckFailed, NodeCheck
+from evalwf.benchmark.records import EpisodeRecord, Manifest, ManifestEpisode, Policy, PolicyMessage
 from evalwf.benchmark.rollout import chunked_rollout, episode_record
 from evalwf.benchmark.seeds import preserved_global_rng
 from evalwf.benchmark.video import save_episode_video
 from evalwf.common.errors import ConfigError, ManifestError
+from evalwf.common.json_types import JsonObject
 
 
 class SimulatorError(RuntimeError):
     """The simulator (not the policy) failed during an episode."""
 
 
+class LiberoEpisode(ManifestEpisode):
+    """One trial of a LIBERO manifest: the init state it starts from and numpy's global RNG state before its reset."""
+
+    init_state_index: int
+    np_rng_state: EncodedRngState
+
+
 class _CheckedPolicy:
     """Checks each action chunk as openpi's client does: [horizon >= replan_steps, 7]."""
 
-    def __init__(self, policy: Any, replan_steps: int, where: str):
+    def __init__(self, policy: Policy[PolicyMessage], replan_steps: int, where: str):
         self.policy, self.replan_steps, self.where = policy, replan_steps, where
 
-    def infer(self, observation: dict[str, Any]) -> dict[str, Any]:
+    def infer(self, observation: PolicyMessage) -> PolicyMessage:
         reply = self.policy.infer(observation)
         actions = np.asarray(reply["actions"])
         if actions.ndim != 2 or actions.shape[1] != ACTION_DIM or actions.shape[0] < self.replan_steps:
@@ -100,7 +110,7 @@ class _TrialRunner:
         except Exception as exc:
             self.ctx.log(f"LIBERO: closing env failed (ignored): {exc}")
 
-    def run(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def run(self, entry: LiberoEpisode) -> EpisodeRecord:
         """One trial, retried once on a fresh env after a simulator error."""
         index = entry["index"]
         try:
@@ -116,7 +126,7 @@ class _TrialRunner:
                     f"{self.where(index)}: simulator failed twice (first: {first}; then: {second})"
                 ) from second
 
-    def _attempt(self, entry: dict[str, Any], retried_after: str | None) -> dict[str, Any]:
+    def _attempt(self, entry: LiberoEpisode, retried_after: str | None) -> EpisodeRecord:
         from benchmarks.libero.observation import openpi_observation, rotate_180
         from benchmarks.libero.rng_states import decode_state, global_state_digest
 
@@ -161,7 +171,7 @@ class _TrialRunner:
                 f"{where}: WARNING: set_init_state/steps consumed numpy's global RNG; the sequential loop's "
                 "later scenes would then depend on the policy (see docs/libero.md)"
             )
-        extra: dict[str, Any] = {
+        extra: JsonObject = {
             "first_frame_sha256": hashlib.sha256(first_frame.tobytes()).hexdigest(),
             "max_steps": self.max_steps,
             "max_steps_override": settings.max_steps is not None,
@@ -213,7 +223,7 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
     def known_suites(self) -> dict[str, int]:
         return {name: suite.num_tasks for name, suite in SUITES.items()}
 
-    def protocol_deviations(self, section: dict[str, Any]) -> list[str]:
+    def protocol_deviations(self, section: JsonObject) -> list[str]:
         if section.get("max_steps") is None:
             return []
         limits = ", ".join(f"{suite} {effective_max_steps(suite, None)}" for suite in section.get("suites", {}))
@@ -239,7 +249,7 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
             NodeCheck("renderer", libero_env.render_one_frame, egl_fix, needs=("simulator",)),
         ]
 
-    def task_instruction(self, task: str, manifest: dict[str, Any] | None) -> str:
+    def task_instruction(self, task: str, manifest: Manifest | None) -> str:
         """The task's language instruction, recorded in its sealed manifest (the simulator is not imported)."""
         extra = (manifest or {}).get("extra") or {}
         return str(extra.get("language") or f"task {task}")
@@ -252,7 +262,7 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
         # a record's steps and extra.max_steps count the policy's steps; the settle steps are in its duration only
         return effective_max_steps(ref.suite, settings.max_steps)
 
-    def manifest_definition(self, settings: LiberoSettings, scope: str, task: str) -> dict[str, Any]:
+    def manifest_definition(self, settings: LiberoSettings, scope: str, task: str) -> JsonObject:
         return {
             "benchmark": self.name,
             "suite": scope,
@@ -263,7 +273,7 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
             "protocol": PROTOCOL,
         }
 
-    def build_manifest(self, definition: dict[str, Any], log: Callable[[str], None] = print) -> ManifestBody:
+    def build_manifest(self, definition: JsonObject, log: Callable[[str], None] = print) -> ManifestBody:
         from benchmarks.libero import env as libero_env
         from benchmarks.libero.rng_states import sequential_reset_states
 
@@ -278,8 +288,9 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
             raise ManifestError(f"LIBERO {suite} task {task_id}: num_trials must be 1..{NUM_INIT_STATES}")
         spec = libero_env.task_spec(suite, task_id)
         states = sequential_reset_states(suite, task_id, base_seed, num_trials, log)
-        episodes = [
-            {"index": j, "seed": base_seed, "init_state_index": j, "np_rng_state": states[j]} for j in range(num_trials)
+        episodes: list[ManifestEpisode] = [
+            LiberoEpisode(index=j, seed=base_seed, init_state_index=j, np_rng_state=states[j])
+            for j in range(num_trials)
         ]
         extra = {
             "task_name": spec.name,
@@ -290,7 +301,7 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
         return ManifestBody(episodes, extra)
 
     def sample_observation(
-        self, settings: LiberoSettings, ref: TaskRef, manifest: dict[str, Any] | None = None
+        self, settings: LiberoSettings, ref: TaskRef, manifest: Manifest | None = None
     ) -> SampleObservation:
         """openpi's LIBERO request, made by the same function as in evaluate_batch from a synthetic raw observation
         (blank cameras at camera_size, the robot at the origin): images, 8 state values, the task's instruction
@@ -309,7 +320,7 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
         observation = openpi_observation(raw, prompt, settings.resize_size)
         return SampleObservation(observation, ACTION_DIM, settings.replan_steps)
 
-    def evaluate_batch(self, ctx: BatchContext[LiberoSettings]) -> Iterator[dict[str, Any]]:
+    def evaluate_batch(self, ctx: BatchContext[LiberoSettings]) -> Iterator[EpisodeRecord]:
         from benchmarks.libero import env as libero_env
         from benchmarks.libero.init_states import load_init_states
 
@@ -329,7 +340,7 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
         )
         try:
             for index in ctx.episodes.indices():
-                entry = ctx.manifest_episode(index)
+                entry = cast(LiberoEpisode, ctx.manifest_episode(index))
                 if entry.get("index") != index or not 0 <= entry.get("init_state_index", -1) < len(init_states):
                     raise ManifestError(f"{runner.where(index)}: manifest entry {entry.get('index')} is invalid")
                 yield runner.run(entry)  # the trial ran to completion (and restored the RNG) before this yield

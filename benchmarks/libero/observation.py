@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 from PIL import Image
+
+from evalwf.benchmark.records import PolicyMessage
 
 
 def rotate_180(image: np.ndarray) -> np.ndarray:
@@ -51,7 +53,7 @@ def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
     return np.array([x, y, z]) * 2.0 * math.acos(w) / sin_half
 
 
-def openpi_observation(obs: dict[str, Any], prompt: str, resize_size: int) -> dict[str, Any]:
+def openpi_observation(obs: Mapping[str, np.ndarray], prompt: str, resize_size: int) -> PolicyMessage:
     image = to_uint8(resize_with_pad(rotate_180(obs["agentview_image"]), resize_size, resize_size))
     wrist = to_uint8(resize_with_pad(rotate_180(obs["robot0_eye_in_hand_image"]), resize_size, resize_size))
     state = np.concatenate(

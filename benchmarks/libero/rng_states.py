@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -34,7 +34,27 @@ CACHE_ENV = "LIBERO_RNG_CACHE_DIR"
 CACHE_FORMAT = "libero-rng-states-v1"
 
 
-def encode_state(state: tuple[Any, ...]) -> dict[str, Any]:
+class EncodedRngState(TypedDict):
+    """numpy's global MT19937 state as JSON (a LIBERO manifest episode's np_rng_state)."""
+
+    bit_generator: str
+    keys_b64: str  # base64 of the 624 keys, little-endian uint32
+    pos: int
+    has_gauss: int
+    cached_gaussian: float
+    sha256: str  # of the other fields: a corrupted manifest is refused
+
+
+class _RngCacheKey(TypedDict):
+    format: str
+    suite: str
+    task_id: int
+    base_seed: int
+    bddl_sha256: str
+    versions: dict[str, str | None]
+
+
+def encode_state(state: tuple[Any, ...]) -> EncodedRngState:
     """np.random.get_state() as JSON: MT19937 keys as base64 of little-endian uint32, plus a sha256."""
     name, keys, pos, has_gauss, cached_gaussian = state
     if name != "MT19937":
@@ -46,10 +66,17 @@ def encode_state(state: tuple[Any, ...]) -> dict[str, Any]:
         "has_gauss": int(has_gauss),
         "cached_gaussian": float(cached_gaussian),
     }
-    return {**body, "sha256": sha256_hex(body)}
+    return {
+        "bit_generator": name,
+        "keys_b64": body["keys_b64"],
+        "pos": body["pos"],
+        "has_gauss": body["has_gauss"],
+        "cached_gaussian": body["cached_gaussian"],
+        "sha256": sha256_hex(body),
+    }
 
 
-def decode_state(encoded: dict[str, Any]) -> tuple[Any, ...]:
+def decode_state(encoded: EncodedRngState) -> tuple[Any, ...]:
     """The tuple np.random.set_state() takes; checks the recorded sha256."""
     body = {k: v for k, v in encoded.items() if k != "sha256"}
     if sha256_hex(body) != encoded.get("sha256"):
@@ -72,7 +99,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path(sys.prefix) / "libero-cache" / "rng-states")
 
 
-def _cache_key(suite: str, task_id: int, base_seed: int) -> dict[str, Any]:
+def _cache_key(suite: str, task_id: int, base_seed: int) -> _RngCacheKey:
     from benchmarks.libero import env as libero_env
 
     spec = libero_env.task_spec(suite, task_id)
@@ -88,7 +115,7 @@ def _cache_key(suite: str, task_id: int, base_seed: int) -> dict[str, Any]:
 
 def sequential_reset_states(
     suite: str, task_id: int, base_seed: int, count: int, log: Callable[[str], None] = print
-) -> list[dict[str, Any]]:
+) -> list[EncodedRngState]:
     """Encoded global RNG states before the resets of trials 0..count-1 of openpi's loop (cached)."""
     key = _cache_key(suite, task_id, base_seed)
     path = cache_dir() / f"{sha256_hex(key)[:24]}.json"
@@ -107,7 +134,7 @@ def sequential_reset_states(
     return states
 
 
-def _compute(suite: str, task_id: int, base_seed: int, count: int, log: Callable[[str], None]) -> list[dict[str, Any]]:
+def _compute(suite: str, task_id: int, base_seed: int, count: int, log: Callable[[str], None]) -> list[EncodedRngState]:
     from benchmarks.libero import env as libero_env
 
     spec = libero_env.task_spec(suite, task_id)

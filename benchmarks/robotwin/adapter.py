@@ -8,7 +8,6 @@ built or a batch runs. See docs/robotwin.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from benchmarks.robotwin.checkout import RobotwinCheckout, checkout_identity, resolve_root, task_config_sha256
 from benchmarks.robotwin.evaluator import RECORD_SETUP_KEYS, step_limit_override
@@ -33,7 +32,9 @@ from evalwf.benchmark.adapter import (
     TaskRef,
 )
 from evalwf.benchmark.node_checks import NodeCheck
+from evalwf.benchmark.records import EpisodeRecord, Manifest
 from evalwf.common.errors import ConfigError, EnvironmentUnavailable
+from evalwf.common.json_types import JsonObject
 
 MAX_SEED_SCAN = 10000  # upstream scans forever; a task whose expert fails this often is broken
 
@@ -106,7 +107,7 @@ class RobotwinAdapter(BenchmarkAdapter[RobotwinSettings]):
         override = step_limit_override(settings, ref.task)
         return step_limit(ref.task) if override is None else override
 
-    def manifest_definition(self, settings: RobotwinSettings, scope: str, task: str) -> dict[str, Any]:
+    def manifest_definition(self, settings: RobotwinSettings, scope: str, task: str) -> JsonObject:
         root = settings.robotwin_root
         seed = settings.seed
         definition = {
@@ -129,7 +130,7 @@ class RobotwinAdapter(BenchmarkAdapter[RobotwinSettings]):
             definition["play_once_state"] = list(PLAY_ONCE_STATE[task])
         return definition
 
-    def build_manifest(self, definition: dict[str, Any], log: Callable[[str], None] = print) -> ManifestBody:
+    def build_manifest(self, definition: JsonObject, log: Callable[[str], None] = print) -> ManifestBody:
         from benchmarks.robotwin.manifest_builder import build_task_manifest
 
         line = by_identity(definition.get("protocol"))
@@ -145,19 +146,19 @@ class RobotwinAdapter(BenchmarkAdapter[RobotwinSettings]):
         return build_task_manifest(checkout, definition, max_seed_scan=MAX_SEED_SCAN, log=log)
 
     def sample_observation(
-        self, settings: RobotwinSettings, ref: TaskRef, manifest: dict[str, Any] | None = None
+        self, settings: RobotwinSettings, ref: TaskRef, manifest: Manifest | None = None
     ) -> SampleObservation:
         """The request the configured observation mapping builds from a synthetic RoboTwin observation (blank
         240x320 cameras as RoboTwin's default D435; zeros of the action dimension at the state path and at every
         extra path) with episode 0's instruction text when the manifest is built."""
         import numpy as np
 
-        from benchmarks.robotwin.observation import PolicyMapping
+        from benchmarks.robotwin.observation import PolicyMapping, RobotwinObservation
 
         mapping = PolicyMapping.from_settings(settings)
         dim = int(mapping.action["dim"])
         cameras = set(mapping.observation["images"].values())
-        raw: dict[str, Any] = {"observation": {c: {"rgb": np.zeros((240, 320, 3), np.uint8)} for c in cameras}}
+        raw: RobotwinObservation = {"observation": {c: {"rgb": np.zeros((240, 320, 3), np.uint8)} for c in cameras}}
         for path in [mapping.observation["state_path"], *mapping.observation["extra"].values()]:
             *parents, leaf = path.split(".")
             node = raw
@@ -170,7 +171,7 @@ class RobotwinAdapter(BenchmarkAdapter[RobotwinSettings]):
         replan = settings.replan_steps
         return SampleObservation(mapping.request(raw, instruction), dim, replan, extra_dims_ok=True)  # [:, :dim]
 
-    def evaluate_batch(self, ctx: BatchContext[RobotwinSettings]) -> Iterator[dict[str, Any]]:
+    def evaluate_batch(self, ctx: BatchContext[RobotwinSettings]) -> Iterator[EpisodeRecord]:
         from benchmarks.robotwin.evaluator import evaluate_task_batch
 
         checkout = RobotwinCheckout.from_config(

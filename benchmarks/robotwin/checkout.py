@@ -20,9 +20,11 @@ from typing import Any
 
 import yaml
 
+from benchmarks.robotwin.instructions import InstructionTexts
 from benchmarks.robotwin.protocols import Protocol, detect, protocol
 from evalwf.benchmark.seeds import preserved_global_rng
 from evalwf.common.errors import ConfigError, EnvironmentUnavailable
+from evalwf.common.json_types import JsonObject
 from evalwf.common.paths import PROJECT_ROOT
 
 # Modules a checkout provides; purged from sys.modules when another checkout was imported before.
@@ -208,7 +210,7 @@ class RobotwinCheckout:
     def unstable_error(self) -> type[BaseException]:
         return importlib.import_module("envs.utils.create_actor").UnStableError
 
-    def description_generator(self) -> Callable[..., list[dict[str, Any]]]:
+    def description_generator(self) -> Callable[..., list[InstructionTexts]]:
         return importlib.import_module("generate_episode_instructions").generate_episode_descriptions
 
     # ------------------------------------------------------------------ configs
@@ -227,7 +229,7 @@ class RobotwinCheckout:
             )
         return value
 
-    def eval_args(self, task: str, task_config: str, policy_name: str = "remote-openpi") -> dict[str, Any]:
+    def eval_args(self, task: str, task_config: str, policy_name: str = "remote-openpi") -> JsonObject:
         """The `args` dict upstream's evaluator (eval_policy.py's main() on stable_2.0, load_task_args on main)
         passes to setup_demo (video logging left off)."""
         path = self.task_config_path(task_config)

@@ -26,12 +26,14 @@ from benchmarks.robotwin.checkout import (
     set_clutter_xlim_default,
     simulator_rng_guard,
 )
-from benchmarks.robotwin.observation import PolicyMapping
+from benchmarks.robotwin.observation import PolicyMapping, RobotwinObservation
 from benchmarks.robotwin.settings import RobotwinSettings
 from benchmarks.robotwin.tasks import INSTRUCTION_TYPES, PLAY_ONCE_STATE, split_suite
 from evalwf.benchmark.adapter import BatchContext
+from evalwf.benchmark.records import EpisodeRecord, Policy, PolicyMessage
 from evalwf.benchmark.rollout import chunked_rollout, episode_record
 from evalwf.common.errors import ConfigError, ManifestError
+from evalwf.common.json_types import JsonObject
 
 RECORD_SETUP_KEYS = ("env_seed", *(f"instruction_{kind}" for kind in INSTRUCTION_TYPES))
 
@@ -47,11 +49,11 @@ def step_limit_override(settings: RobotwinSettings, task: str) -> int | None:
 class _MappedPolicy:
     """The policy as chunked_rollout sees it: RoboTwin observation in, executable [H, dim] chunk out."""
 
-    def __init__(self, client: Any, mapping: PolicyMapping, instruction: str, where: str):
+    def __init__(self, client: Policy[PolicyMessage], mapping: PolicyMapping, instruction: str, where: str):
         self.client, self.mapping, self.instruction, self.where = client, mapping, instruction, where
         self.calls = 0
 
-    def infer(self, observation: dict[str, Any]) -> dict[str, Any]:
+    def infer(self, observation: RobotwinObservation) -> PolicyMessage:
         state = self.mapping.state(observation)
         reply = self.client.infer(self.mapping.request(observation, self.instruction))
         self.calls += 1
@@ -74,7 +76,7 @@ def reset_policy(client: Any) -> None:
         reset()
 
 
-def evaluate_task_batch(ctx: BatchContext[RobotwinSettings], checkout: RobotwinCheckout) -> Iterator[dict[str, Any]]:
+def evaluate_task_batch(ctx: BatchContext[RobotwinSettings], checkout: RobotwinCheckout) -> Iterator[EpisodeRecord]:
     settings, ref = ctx.settings, ctx.ref
     task_config, instruction_type = split_suite(ref.suite)
     if ctx.manifest["definition"].get("task_config") != task_config or ctx.manifest.get("task") != ref.task:
@@ -103,7 +105,7 @@ def evaluate_task_batch(ctx: BatchContext[RobotwinSettings], checkout: RobotwinC
         if not instruction:
             raise ManifestError(f"{where}: the manifest has no {instruction_type} instruction for this episode")
         started = time.monotonic()
-        extra: dict[str, Any] = {"instruction": instruction, "instruction_type": instruction_type}
+        extra: JsonObject = {"instruction": instruction, "instruction_type": instruction_type}
         with simulator_rng_guard(), checkout.activated():
             if env is None:
                 env = checkout.make_env(ref.task)

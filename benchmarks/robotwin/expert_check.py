@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.robotwin import expert_state
+from benchmarks.robotwin.expert_state import EncodedValue
+from evalwf.common.json_types import JsonObject
 
 # Text of exceptions from torch, CUDA and Vulkan (SAPIEN's renderer) when the GPU, not the seed, is the problem.
 GPU_FAILURE_MARKERS = (
@@ -69,7 +71,7 @@ class Verdict:
     seed: int
     reason: str | None = None
     episode_info: dict[str, Any] | None = None  # play_once's return, for an accepted seed
-    state: dict[str, Any] | None = None  # expert_state.capture of the PLAY_ONCE_STATE attributes
+    state: dict[str, EncodedValue] | None = None  # expert_state.capture of the PLAY_ONCE_STATE attributes
     failure: str | None = None  # check_failure's text
     exception: str = ""  # the exception that rejected the seed or failed the check: "Type: message"
     log: str = ""  # what the check logged (the traceback of an exception that rejected the seed)
@@ -85,7 +87,7 @@ def _close_quietly(env: Any) -> str:
 
 def check_seed(
     env: Any,
-    args: dict[str, Any],
+    args: JsonObject,
     seed: int,
     now_ep_num: int,
     unstable_error: type[BaseException],
@@ -142,7 +144,17 @@ class CheckSpec:
     where: str
 
 
-_WORKER: dict[str, Any] = {}
+@dataclass(frozen=True)
+class _CheckWorker:
+    """What one expert check process holds for its life: the task's env and upstream's args for it."""
+
+    spec: CheckSpec
+    env: Any  # the checkout's task env (upstream's Base_Task subclass)
+    args: JsonObject
+    unstable: type[BaseException]
+
+
+_WORKER: list[_CheckWorker] = []  # this process's, once _worker_start made it
 
 
 def _worker_start(spec: CheckSpec) -> None:
@@ -154,15 +166,13 @@ def _worker_start(spec: CheckSpec) -> None:
     checkout.activated().__enter__()  # this process only runs checks: stay in the checkout's root
     env = checkout.make_env(spec.task)
     set_clutter_xlim_default(env)
-    _WORKER.update(
-        spec=spec, env=env, args=checkout.eval_args(spec.task, spec.task_config), unstable=checkout.unstable_error()
-    )
+    _WORKER.append(_CheckWorker(spec, env, checkout.eval_args(spec.task, spec.task_config), checkout.unstable_error()))
 
 
 def _worker_check(seed: int, now_ep_num: int) -> Verdict:
-    spec: CheckSpec = _WORKER["spec"]
+    worker = _WORKER[0]
     return check_seed(
-        _WORKER["env"], _WORKER["args"], seed, now_ep_num, _WORKER["unstable"], spec.state_names, spec.where
+        worker.env, worker.args, seed, now_ep_num, worker.unstable, worker.spec.state_names, worker.spec.where
     )
 
 

@@ -14,7 +14,7 @@ that does not decode to an equal value of the same type is refused when the mani
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -23,11 +23,18 @@ from evalwf.common.errors import ManifestError
 _BUILTINS = {"builtins.bool": bool, "builtins.int": int, "builtins.float": float, "builtins.str": str}
 
 
-def encode(value: Any) -> dict[str, Any]:
+class EncodedValue(TypedDict):
+    """One captured attribute as JSON: its class (numpy, builtins or envs.*) and the value it is rebuilt from."""
+
+    type: str
+    value: bool | int | float | str
+
+
+def encode(value: Any) -> EncodedValue:
     cls = type(value)
     name = f"{cls.__module__}.{cls.__qualname__}"
     if isinstance(value, np.generic):
-        payload: Any = value.item()
+        payload: bool | int | float | str = value.item()
     elif isinstance(value, bool | int | float | str):
         payload = value
     else:
@@ -47,7 +54,7 @@ def _resolve(name: str) -> type:
     return cls
 
 
-def decode(encoded: dict[str, Any]) -> Any:
+def decode(encoded: EncodedValue) -> Any:
     """Rebuild a captured value (call inside checkout.activated(): envs.* classes come from the checkout)."""
     return _resolve(encoded["type"])(encoded["value"])
 
@@ -61,7 +68,7 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def capture(env: Any, names: tuple[str, ...], where: str) -> dict[str, dict[str, Any]]:
+def capture(env: Any, names: tuple[str, ...], where: str) -> dict[str, EncodedValue]:
     """The named attributes as play_once left them; refuses what would not come back identical."""
     state = {}
     for name in names:
@@ -78,7 +85,7 @@ def capture(env: Any, names: tuple[str, ...], where: str) -> dict[str, dict[str,
     return state
 
 
-def restore(env: Any, names: tuple[str, ...], state: dict[str, dict[str, Any]] | None, where: str) -> None:
+def restore(env: Any, names: tuple[str, ...], state: dict[str, EncodedValue] | None, where: str) -> None:
     """Put the captured attributes back on the env, as upstream's expert run for the same seed leaves them."""
     missing = [name for name in names if not state or name not in state]
     if missing:

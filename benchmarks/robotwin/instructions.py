@@ -22,6 +22,9 @@ from typing import Any
 
 from evalwf.common.errors import ConfigError
 
+# One episode's texts as upstream's generate_episode_descriptions returns them: instruction type -> its texts.
+InstructionTexts = dict[str, list[str]]
+
 SEEDED = "seeded"
 UPSTREAM = "upstream"
 RNG_MODES = (SEEDED, UPSTREAM)
@@ -54,14 +57,14 @@ def private_random(generate: Callable[..., Any], seed: int) -> Iterator[random.R
 
 
 def episode_descriptions(
-    generate: Callable[..., list[dict[str, Any]]],
+    generate: Callable[..., list[InstructionTexts]],
     task: str,
     info: dict[str, Any],
     list_length: int,
     *,
     env_seed: int,
     rng: str,
-) -> tuple[list[dict[str, Any]], int | None]:
+) -> tuple[list[InstructionTexts], int | None]:
     """generate(task, [info], list_length) as upstream calls it, and the private seed used (None: upstream's)."""
     if rng == UPSTREAM:
         return generate(task, [info], list_length), None

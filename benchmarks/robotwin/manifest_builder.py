@@ -20,7 +20,7 @@ attributes are recorded after the accepted expert run (expert_state).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -38,11 +38,14 @@ from benchmarks.robotwin.expert_check import (
     parallel_verdicts,
     sequential_verdicts,
 )
+from benchmarks.robotwin.expert_state import EncodedValue
 from benchmarks.robotwin.protocols import by_identity
 from benchmarks.robotwin.tasks import CLUTTER_DRIFT_TASKS, INSTRUCTION_TYPES, PLAY_ONCE_STATE
 from evalwf.benchmark.adapter import ManifestBody
+from evalwf.benchmark.records import ManifestEpisode
 from evalwf.common.errors import ManifestError
 from evalwf.common.hashing import jsonable
+from evalwf.common.json_types import JsonObject
 
 
 def draw_positions(lengths: dict[str, int]) -> dict[str, int]:
@@ -57,9 +60,37 @@ def draw_positions(lengths: dict[str, int]) -> dict[str, int]:
     return positions
 
 
+class SkippedSeed(TypedDict):
+    """A seed the expert check rejected, kept in the manifest's extra with why."""
+
+    seed: int
+    now_ep_num: int
+    reason: str
+
+
+class _RobotwinEpisodeOptions(ManifestEpisode, total=False):
+    instruction_rng_seed: int  # the instruction texts' private generator's seed (instruction_rng: seeded)
+    clutter_xlim_default: list[float]  # the hidden clutter default before this episode's setup (docs/robotwin.md)
+    expert_state: dict[str, EncodedValue]  # what play_once left that check_success reads (PLAY_ONCE_STATE)
+
+
+class RobotwinEpisode(_RobotwinEpisodeOptions):
+    """One accepted seed of a RoboTwin manifest, with upstream's policy setup for it (policy_setup)."""
+
+    env_seed: int
+    now_ep_num: int
+    expert_info: JsonObject
+    expert_episode_info: JsonObject
+    instruction_choices: dict[str, int]  # instruction type -> how many texts there were to choose from
+    instruction_position: dict[str, int]  # instruction type -> the one chosen
+    seeds_skipped_before: int
+    instruction_seen: str | None  # the text (main: the task name where no template matches)
+    instruction_unseen: str | None
+
+
 def build_task_manifest(
     checkout: RobotwinCheckout,
-    definition: dict[str, Any],
+    definition: JsonObject,
     *,
     max_seed_scan: int,
     log: Callable[[str], None] = print,
@@ -95,7 +126,7 @@ class _Scan:
     the instruction texts and the np.random draw, close_env with upstream's cache cadence), until num_episodes are
     accepted."""
 
-    def __init__(self, checkout: RobotwinCheckout, definition: dict[str, Any], where: str, log: Callable[[str], None]):
+    def __init__(self, checkout: RobotwinCheckout, definition: JsonObject, where: str, log: Callable[[str], None]):
         self.checkout, self.definition, self.where, self.log = checkout, definition, where, log
         self.task = definition["task"]
         self.args = checkout.eval_args(self.task, definition["task_config"])
@@ -106,8 +137,8 @@ class _Scan:
         self.state_names = tuple(definition.get("play_once_state") or PLAY_ONCE_STATE.get(self.task, ()))
         self.rng_mode = definition["instruction_rng"]  # seeded | upstream, as planned (adapter.manifest_definition)
         self.line = by_identity(definition.get("protocol"))
-        self.episodes: list[dict[str, Any]] = []
-        self.skipped: list[dict[str, Any]] = []
+        self.episodes: list[ManifestEpisode] = []
+        self.skipped: list[SkippedSeed] = []
 
     def accepted(self) -> int:
         return len(self.episodes)
@@ -155,7 +186,7 @@ class _Scan:
             },
         )
 
-    def policy_setup(self, verdict: Verdict, since_last: int) -> dict[str, Any]:
+    def policy_setup(self, verdict: Verdict, since_last: int) -> RobotwinEpisode:
         """The manifest entry of an accepted seed, from upstream's setup before its policy episode."""
         env, task, seed, index = self.env, self.task, verdict.seed, len(self.episodes)
         episode_info = verdict.episode_info or {}
@@ -174,7 +205,7 @@ class _Scan:
         positions = draw_positions({kind: len(texts[kind]) for kind in INSTRUCTION_TYPES})
         clear_cache_freq = int(self.args["clear_cache_freq"])
         env.close_env(clear_cache=((index + 2) % clear_cache_freq == 0))  # upstream: (succ_seed + 1) % freq
-        entry: dict[str, Any] = {
+        entry: RobotwinEpisode = {  # type: ignore[typeddict-item]  (the instruction texts are set below, by type)
             "index": index,
             "seed": seed,
             "env_seed": seed,
@@ -189,7 +220,8 @@ class _Scan:
             entry["instruction_rng_seed"] = text_seed
         fallback = task if self.line.task_name_when_no_text else None  # main's build_instruction
         for kind in INSTRUCTION_TYPES:
-            entry[f"instruction_{kind}"] = texts[kind][positions[kind]] if texts[kind] else fallback
+            text = texts[kind][positions[kind]] if texts[kind] else fallback
+            entry[f"instruction_{kind}"] = text  # type: ignore[literal-required]  (instruction_seen, _unseen)
         if xlim_before is not None:
             entry["clutter_xlim_default"] = xlim_before
         if verdict.state is not None:
@@ -198,7 +230,7 @@ class _Scan:
         return entry
 
 
-def _count_reasons(skipped: list[dict[str, Any]]) -> dict[str, int]:
+def _count_reasons(skipped: list[SkippedSeed]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for item in skipped:
         key = item["reason"].split(":")[0]

@@ -10,17 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
+from evalwf.benchmark.records import PolicyMessage, PolicyValue
 from evalwf.common.observations import lookup_path
 
 if TYPE_CHECKING:
     from benchmarks.robotwin.settings import RobotwinSettings
 
+# What upstream's get_obs() returns: nested groups (observation.<camera>.rgb, joint_action.vector, endpose, ...)
+# of arrays, numbers and lists.
+SimValue = Union[np.ndarray, float, int, str, list["SimValue"], "dict[str, SimValue]"]
+RobotwinObservation = dict[str, SimValue]
 
-def lookup(observation: dict[str, Any], path: str) -> Any:
+
+def lookup(observation: RobotwinObservation, path: str) -> Any:
     """'joint_action.vector' -> observation['joint_action']['vector'] (a clear KeyError when absent)."""
     return lookup_path(observation, path, "RoboTwin observation")
 
@@ -40,18 +46,18 @@ class PolicyMapping:
     def action_type(self) -> str:
         return self.action["type"]
 
-    def state(self, observation: dict[str, Any]) -> np.ndarray:
+    def state(self, observation: RobotwinObservation) -> np.ndarray:
         """Sent with the dtype RoboTwin gives it (float64: get_obs builds joint_action.vector from `.astype(float)`
         values), as upstream's in-process pi0 passes it to openpi's Policy.infer: no float32 rounding here."""
         return np.asarray(lookup(observation, self.observation["state_path"])).reshape(-1)
 
-    def request(self, observation: dict[str, Any], instruction: str) -> dict[str, Any]:
+    def request(self, observation: RobotwinObservation, instruction: str) -> PolicyMessage:
         spec = self.observation
-        images = {}
+        images: dict[str, PolicyValue] = {}
         for key, camera in spec["images"].items():
             rgb = np.asarray(lookup(observation, f"observation.{camera}.rgb"), dtype=np.uint8)
             images[key] = np.ascontiguousarray(np.transpose(rgb, (2, 0, 1)) if spec["image_layout"] == "CHW" else rgb)
-        request: dict[str, Any] = {}
+        request: PolicyMessage = {}
         if spec["images_key"]:
             request[spec["images_key"]] = images
         else:
@@ -63,7 +69,7 @@ class PolicyMapping:
             request[key] = np.asarray(value, dtype=np.float32) if isinstance(value, np.ndarray) else value
         return request
 
-    def actions(self, reply: dict[str, Any], state: np.ndarray, where: str) -> np.ndarray:
+    def actions(self, reply: PolicyMessage, state: np.ndarray, where: str) -> np.ndarray:
         """The [H, dim] chunk to execute; delta actions are made absolute against the state the policy saw."""
         actions = np.asarray(reply["actions"], dtype=np.float64)
         dim = self.action["dim"]

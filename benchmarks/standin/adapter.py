@@ -16,9 +16,11 @@ from evalwf.benchmark.adapter import (
     SampleObservation,
     TaskRef,
 )
+from evalwf.benchmark.records import EpisodeRecord, Manifest
 from evalwf.benchmark.rollout import chunked_rollout, episode_record
 from evalwf.benchmark.video import save_episode_video
 from evalwf.common.errors import ConfigError
+from evalwf.common.json_types import JsonObject
 
 
 class StandinAdapter(BenchmarkAdapter[StandinSettings]):
@@ -48,17 +50,17 @@ class StandinAdapter(BenchmarkAdapter[StandinSettings]):
     def known_suites(self) -> dict[str, int]:
         return {suite: len(tasks) for suite, tasks in SUITES.items()}
 
-    def protocol_deviations(self, section: dict[str, Any]) -> list[str]:
+    def protocol_deviations(self, section: JsonObject) -> list[str]:
         return ["the stand-in benchmark is a toy simulator (its rates test the machinery only)"]
 
-    def task_instruction(self, task: str, manifest: dict[str, Any] | None) -> str:
+    def task_instruction(self, task: str, manifest: Manifest | None) -> str:
         """Episodes vary the colour and the phrasing (sim.INSTRUCTION_TEMPLATES); the task is the verb."""
         return f"{task} the coloured block"
 
     def episode_step_limit(self, settings: StandinSettings, ref: TaskRef) -> int:
         return settings.max_steps
 
-    def manifest_definition(self, settings: StandinSettings, scope: str, task: str) -> dict[str, Any]:
+    def manifest_definition(self, settings: StandinSettings, scope: str, task: str) -> JsonObject:
         return {
             "benchmark": self.name,
             "suite": scope,
@@ -68,7 +70,7 @@ class StandinAdapter(BenchmarkAdapter[StandinSettings]):
             "simulator": "standin-v1",
         }
 
-    def build_manifest(self, definition: dict[str, Any], log: Callable[[str], None] = print) -> ManifestBody:
+    def build_manifest(self, definition: JsonObject, log: Callable[[str], None] = print) -> ManifestBody:
         episodes = []
         for index in range(definition["num_episodes"]):
             seed = episode_seed(definition["suite"], definition["task"], index, definition["base_seed"])
@@ -78,7 +80,7 @@ class StandinAdapter(BenchmarkAdapter[StandinSettings]):
         return ManifestBody(episodes)
 
     def sample_observation(
-        self, settings: StandinSettings, ref: TaskRef, manifest: dict[str, Any] | None = None
+        self, settings: StandinSettings, ref: TaskRef, manifest: Manifest | None = None
     ) -> SampleObservation:
         """Episode 0's first observation (the stand-in needs no simulator; it uses the first STATE_DIM values of
         each action)."""
@@ -86,7 +88,7 @@ class StandinAdapter(BenchmarkAdapter[StandinSettings]):
         episode = StandinEpisode(seed, episode_instruction(ref.task, seed), settings.tolerance, 0.0)
         return SampleObservation(episode.observation(), STATE_DIM, settings.replan_steps, extra_dims_ok=True)
 
-    def evaluate_batch(self, ctx: BatchContext[StandinSettings]) -> Iterator[dict[str, Any]]:
+    def evaluate_batch(self, ctx: BatchContext[StandinSettings]) -> Iterator[EpisodeRecord]:
         settings, ref = ctx.settings, ctx.ref
         faults = [f for f in settings.faults if f["task"] == ref.task and f.get("suite", ref.suite) == ref.suite]
         for fault in faults:
@@ -117,7 +119,7 @@ class StandinAdapter(BenchmarkAdapter[StandinSettings]):
                 replan_steps=settings.replan_steps,
                 tag=tag,
             )
-            extra: dict[str, Any] = {"final_distance": float(abs(episode.state - episode.goal).max())}
+            extra: JsonObject = {"final_distance": float(abs(episode.state - episode.goal).max())}
             extra.update(save_episode_video(ctx, settings.record_video, f"episode{index:03d}", outcome.success, frames))
             yield episode_record(
                 index=index,

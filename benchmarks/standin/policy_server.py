@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from evalwf.benchmark.records import PolicyMessage
+from evalwf.common.json_types import JsonObject
 from evalwf.policy.episode_identity import EPISODE_KEY, request_rng
 from evalwf.policy.serving import add_batching_options, serve_policy
 
@@ -47,7 +49,7 @@ class StandinPolicy:
         self.latency_s = latency_s
         self.stochastic = stochastic
 
-    def _observation_digest(self, observation: dict[str, Any]) -> bytes:
+    def _observation_digest(self, observation: PolicyMessage) -> bytes:
         digest = hashlib.sha256()
         for key in sorted(observation):
             if key == EPISODE_KEY:  # where the request comes from is not what the policy sees
@@ -57,7 +59,7 @@ class StandinPolicy:
             digest.update(value.tobytes() if isinstance(value, np.ndarray) else repr(value).encode())
         return digest.digest()
 
-    def infer(self, observation: dict[str, Any]) -> np.ndarray:
+    def infer(self, observation: PolicyMessage) -> np.ndarray:
         if self.latency_s:
             time.sleep(self.latency_s)
         if self.stochastic:
@@ -97,11 +99,11 @@ class _Replying:
     def __init__(self, policy: StandinPolicy, accelerator: EmulatedAccelerator):
         self.policy, self.accelerator = policy, accelerator
 
-    def infer(self, observation: dict[str, Any]) -> dict[str, Any]:
+    def infer(self, observation: PolicyMessage) -> PolicyMessage:
         self.accelerator.run(1)
         return {"actions": self.policy.infer(observation)}
 
-    def infer_batch(self, observations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def infer_batch(self, observations: list[PolicyMessage]) -> list[PolicyMessage]:
         self.accelerator.run(len(observations))
         return [{"actions": self.policy.infer(observation)} for observation in observations]
 
@@ -111,7 +113,7 @@ def _stats_writer(path: str | None) -> Any:
         return None
     handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the server's lifetime)
 
-    def write(timing: dict[str, Any]) -> None:
+    def write(timing: JsonObject) -> None:
         handle.write(json.dumps({"t": time.time(), **timing}) + "\n")
         handle.flush()
 

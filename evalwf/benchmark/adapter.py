@@ -16,7 +16,9 @@ from typing import Any, ClassVar, Generic
 from benchmarks import registry
 from evalwf.benchmark.batches import EpisodeRange
 from evalwf.benchmark.node_checks import NodeCheck
+from evalwf.benchmark.records import EpisodeRecord, Manifest, ManifestEpisode, Policy, PolicyMessage
 from evalwf.benchmark.settings import BenchmarkSettings, SettingsT
+from evalwf.common.json_types import JsonObject
 from evalwf.policy.episode_identity import EpisodeTag
 
 
@@ -31,11 +33,11 @@ class TaskRef:
 
 @dataclass
 class ManifestBody:
-    """What build_manifest returns: one dict per episode (index, seed, setup fields) plus free-form extra
+    """What build_manifest returns: one ManifestEpisode per episode (index, seed, setup fields) plus free-form extra
     (e.g. RoboTwin's skipped seeds with reasons)."""
 
-    episodes: list[dict[str, Any]]
-    extra: dict[str, Any] = field(default_factory=dict)
+    episodes: list[ManifestEpisode]
+    extra: JsonObject = field(default_factory=dict)
 
 
 @dataclass
@@ -44,14 +46,14 @@ class BatchContext(Generic[SettingsT]):
 
     ref: TaskRef
     episodes: EpisodeRange
-    manifest: dict[str, Any]  # the sealed manifest (see evalwf.plan.manifest)
+    manifest: Manifest  # the sealed manifest (see evalwf.plan.manifest)
     settings: SettingsT  # this benchmark's settings (its adapter's settings_class)
-    policy: Any  # evalwf.policy.client.PolicyClient
+    policy: Policy[PolicyMessage]  # evalwf.policy.client.PolicyClient
     artifacts_dir: Path  # per-run scratch for optional artifacts (videos, fault markers): <run>/<bench>/artifacts
     log: Callable[[str], None] = print
     video_dir: Path | None = None  # rollout videos of this batch (record_video): next to its result file
 
-    def manifest_episode(self, index: int) -> dict[str, Any]:
+    def manifest_episode(self, index: int) -> ManifestEpisode:
         return self.manifest["episodes"][index]
 
     def episode_tag(self, index: int, seed: int) -> EpisodeTag:
@@ -71,7 +73,7 @@ class SampleObservation:
     """One policy request in exactly a benchmark's format (keys, shapes, dtypes; synthetic content, made without the
     simulator) and the action dimension the benchmark executes: what `evalwf policy check` sends and expects."""
 
-    observation: dict[str, Any]
+    observation: PolicyMessage
     action_dim: int
     min_horizon: int = 1  # the benchmark executes this many actions of each chunk (replan_steps)
     extra_dims_ok: bool = False  # the benchmark uses the first action_dim values of longer actions
@@ -127,7 +129,7 @@ class BenchmarkAdapter(ABC, Generic[SettingsT]):
         they are not known without the simulator."""
         return None
 
-    def protocol_deviations(self, section: dict[str, Any]) -> list[str]:
+    def protocol_deviations(self, section: JsonObject) -> list[str]:
         """Why success rates under this config section are not comparable with the benchmark's published protocol
         (a shortened horizon, a toy simulator), each a phrase a user reads under the tables (`make demo`). `section`
         is the benchmark's section as the config file wrote it. Default: none."""
@@ -155,7 +157,7 @@ class BenchmarkAdapter(ABC, Generic[SettingsT]):
         """Columns naming a suite in summaries (RoboTwin splits '<task_config>-<instruction_type>')."""
         return {"suite": suite}
 
-    def task_instruction(self, task: str, manifest: dict[str, Any] | None) -> str:
+    def task_instruction(self, task: str, manifest: Manifest | None) -> str:
         """What a task asks, in words, for the summaries and the plot (LIBERO: its language instruction).
         `manifest` is the task's sealed manifest, or None where it is not built yet. Default: the task name."""
         return task
@@ -172,26 +174,25 @@ class BenchmarkAdapter(ABC, Generic[SettingsT]):
         return self.episode_step_limit(settings, ref)
 
     @abstractmethod
-    def manifest_definition(self, settings: SettingsT, scope: str, task: str) -> dict[str, Any]:
+    def manifest_definition(self, settings: SettingsT, scope: str, task: str) -> JsonObject:
         """Everything that defines the evaluated episodes of one task; its hash names the sealed manifest.
         Must be JSON-serialisable and cheap (no simulator)."""
 
     @abstractmethod
-    def build_manifest(self, definition: dict[str, Any], log: Callable[[str], None] = print) -> ManifestBody:
+    def build_manifest(self, definition: JsonObject, log: Callable[[str], None] = print) -> ManifestBody:
         """Fix the episodes of one task (may run the simulator). Must not disturb the caller's global RNGs."""
 
     def sample_observation(
-        self, settings: SettingsT, ref: TaskRef, manifest: dict[str, Any] | None = None
+        self, settings: SettingsT, ref: TaskRef, manifest: Manifest | None = None
     ) -> SampleObservation:
         """A request for task `ref` as evaluate_batch would send it, built without the simulator (policy smoke check);
         `manifest` is the task's sealed manifest when it exists (its instruction text), else None."""
         raise NotImplementedError(f"{self.name}: no sample observation for the policy check")
 
     @abstractmethod
-    def evaluate_batch(self, ctx: BatchContext[SettingsT]) -> Iterator[dict[str, Any]]:
-        """Yield one record per episode in ctx.episodes, in index order:
-        {"index", "seed", "setup": {k: manifest value for k in record_setup_keys}, "success": bool,
-         "steps": int, "duration_s": float, "error": str | None, "extra": {...}}.
+    def evaluate_batch(self, ctx: BatchContext[SettingsT]) -> Iterator[EpisodeRecord]:
+        """Yield one record per episode in ctx.episodes, in index order (evalwf.benchmark.rollout.episode_record):
+        its "setup" holds the manifest's value of each of record_setup_keys.
         Raise (with a message naming suite, task and episode) when the batch cannot complete."""
 
 

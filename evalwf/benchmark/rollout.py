@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
+from evalwf.benchmark.records import EpisodeRecord, Policy
+from evalwf.common.json_types import JsonObject
 from evalwf.policy.episode_identity import EpisodeTag
+
+ObservationT = TypeVar("ObservationT")  # what `observe` returns and the policy takes
 
 
 @dataclass(frozen=True)
@@ -19,8 +23,8 @@ class RolloutOutcome:
 
 
 def chunked_rollout(
-    policy: Any,
-    observe: Callable[[], dict[str, Any]],
+    policy: Policy[ObservationT],
+    observe: Callable[[], ObservationT],
     act: Callable[[np.ndarray], bool],
     *,
     max_steps: int,
@@ -47,18 +51,18 @@ def episode_record(
     *,
     index: int,
     seed: int,
-    setup: dict[str, Any],
+    setup: JsonObject,
     success: bool,
     steps: int,
     duration_s: float,
     error: str | None = None,
-    extra: dict[str, Any] | None = None,
+    extra: JsonObject | None = None,
     reset_s: float | None = None,
-) -> dict[str, Any]:
+) -> EpisodeRecord:
     """The per-episode record of the batch result schema (evalwf/plan/batch_result.schema.json). `reset_s`: of
     duration_s, the seconds before the policy's first step (reset, initial state, settling), where a benchmark
     measures them; a timing like duration_s, so the plan prices set-up and steps apart (evalwf.plan.timings)."""
-    record = {
+    record: EpisodeRecord = {
         "index": index,
         "seed": seed,
         "setup": setup,

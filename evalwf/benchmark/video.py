@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from evalwf.benchmark.adapter import BatchContext
+from evalwf.common.json_types import JsonObject
+
 FPS = 20  # LIBERO's control frequency (the default frame rate)
 MAX_FRAMES = 300  # a 520-step libero_10 episode keeps every 2nd frame
 MAX_SIDE = 128  # 256x256 renders are halved: about 100-300 kB per episode
@@ -26,7 +29,9 @@ def should_record(mode: str, success: bool) -> bool:
     return mode == "all" or (mode == "failures" and not success)
 
 
-def save_episode_video(ctx: Any, mode: str, name: str, success: bool, frames: list[np.ndarray]) -> dict[str, Any]:
+def save_episode_video(
+    ctx: BatchContext[Any], mode: str, name: str, success: bool, frames: list[np.ndarray]
+) -> JsonObject:
     """Write an episode's frames when `mode` asks for it, as <name>-success.mp4 / <name>-failure.mp4 in the batch's
     video directory (BatchContext.video_dir, else <artifacts>/videos); the episode record's extra fields for it."""
     if not frames or not should_record(mode, success):

@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks import registry
 from evalwf.common.errors import ConfigError
-from evalwf.common.json_value import JsonValue
+from evalwf.common.json_types import JsonValue
 from evalwf.common.paths import PROJECT_ROOT
 from evalwf.job import node_probe
 from evalwf.plan.campaign_config import SectionDocument

@@ -4,7 +4,8 @@
 The cause travels as a small JSON file ({"type", "message"}), never parsed out of a traceback:
 - a simulator step (`python -m evalwf.job.sim_step --cause-file F`, in the benchmark's own interpreter) writes the
   exception it fails with, and the job body raises with that cause (evalwf.job.interpreter);
-- a job body writes the exception it fails with to the file its worker names in CAUSE_FILE_ENV (evalwf.rules.jobs);
+- a job body writes the exception it fails with to the file its worker names in its job step's context
+  (evalwf.contract.job_step_context: `cause_file`; evalwf.rules.jobs);
 - the worker reads it after a failed job step and reports `failure_text(cause, log, details)` as the task's error.
 The submitter (failure_message) and `evalwf status` show `excerpt(...)` of the task's last error.
 
@@ -20,7 +21,6 @@ from typing import NamedTuple
 
 from evalwf.common.atomic import atomic_write_text
 
-CAUSE_FILE_ENV = "EVAL_JOB_CAUSE_FILE"  # where a job step writes the exception it failed with
 LOG_PREFIX = "full log: "  # the second line of a worker's failure text
 MAX_CAUSE_CHARS = 1000  # a task's error is bounded: the cause never pushes the rest out
 

@@ -3,7 +3,6 @@ output copied into the job's log, its failure's cause carried back (FAILURE_PREF
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evalwf.common.errors import SimulatorEnvError
+from evalwf.contract.sim_request import SimRequest
 from evalwf.plan.interpreter import child_env
 
 ENTRY_MODULE = "evalwf.job.sim_step"
@@ -19,14 +19,14 @@ FAILURE_PREFIX = "sim_step failed: "  # the last line of a failed step: its erro
 
 
 def run_in_interpreter(
-    python: str, request: dict[str, Any], log: Callable[[str], None], what: str, stream: Any = None
+    python: str, request: SimRequest, log: Callable[[str], None], what: str, stream: Any = None
 ) -> None:
-    """Run one simulator step (`request`, see evalwf.job.sim_step) in `python`, its output copied line by line to
+    """Run one simulator step (`request`, evalwf.contract.sim_request) in `python`, its output copied line by line to
     `stream` (default: our stderr, which the job's log tees). The child is in our process group, so whatever
     kills this job step (the worker's guardian, Ctrl-C) kills it too; if we fail first, we stop it."""
     out = stream if stream is not None else sys.stderr
     with tempfile.NamedTemporaryFile("w", prefix="sim-step-", suffix=".json", delete=False) as handle:
-        json.dump(request, handle)
+        handle.write(request.to_json())
         request_path = handle.name
     command = [python, "-m", ENTRY_MODULE, "--request", request_path]
     log(f"{what}: in {python}")

@@ -16,11 +16,11 @@ import subprocess
 import sys
 import tempfile
 from functools import lru_cache
-from typing import Any
 
 from benchmarks import registry
 from evalwf.benchmark.node_checks import LIGHT_CORE, RESULT_PREFIX, CheckResult
 from evalwf.common.errors import SimulatorEnvError
+from evalwf.common.json_types import JsonObject
 from evalwf.plan.interpreter import child_env, resolve_interpreter
 
 PROBE_MODULE = "evalwf.job.sim_checks"
@@ -36,7 +36,7 @@ def node_ready(results: list[CheckResult]) -> bool:
 
 
 def check_benchmark(
-    benchmark: str, section: dict[str, Any], gpu: str | None = None, timeout_s: float = PROBE_TIMEOUT_S
+    benchmark: str, section: JsonObject, gpu: str | None = None, timeout_s: float = PROBE_TIMEOUT_S
 ) -> list[CheckResult]:
     """Every check of `benchmark` (its validated config section) on this node, with CUDA_VISIBLE_DEVICES=`gpu` as a
     worker started with `--gpus gpu` sets it (None: as this process has it). Stops at the first check that the
@@ -57,7 +57,7 @@ def check_benchmark(
 
 
 def _probe(
-    benchmark: str, section: dict[str, Any], interpreter: str, gpu: str | None, timeout_s: float, setup: str
+    benchmark: str, section: JsonObject, interpreter: str, gpu: str | None, timeout_s: float, setup: str
 ) -> list[CheckResult]:
     env = child_env()
     if gpu is not None:

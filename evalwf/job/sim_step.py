@@ -3,12 +3,9 @@
     python -m evalwf.job.sim_step --request request.json      # internal: started by the job bodies, not by people
 
 The job bodies (evalwf.rules.jobs, in the workflow's interpreter) resolve everything that needs the workflow (the
-plan, the policy endpoint and its health check) and hand the rest over as one JSON request:
-
-    {"kind": "batch", "run", "benchmark", "suite", "task", "episode_start", "episode_count", "section",
-     "manifest_path", "manifest_hash", "endpoint", "server_process", "infer_timeout_s", "policy_identity",
-     "policy_server", "output", "artifacts_dir", "video_dir"}
-    {"kind": "manifest", "benchmark", "definition", "scope", "task", "section", "output", "cache_dir"}
+plan, the policy endpoint and its health check) and hand the rest over as one JSON request, a BatchRequest or a
+ManifestRequest (evalwf.contract.sim_request: both sides use the same classes; a malformed one is refused naming
+the field).
 
 A batch writes its result JSON to `output` atomically; a manifest is sealed at `output` (and in the cache) as
 evalwf.plan.manifest does. Both first check that the environment the manifest definition records (read when
@@ -26,16 +23,15 @@ them. The benchmark's adapter imports its simulator lazily.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange
+from evalwf.contract.sim_request import BatchRequest, ManifestRequest, SimRequest, request_from_json
 from evalwf.job.interpreter import FAILURE_PREFIX
 from evalwf.plan.environment import check_recorded
 from evalwf.plan.manifest import load_manifest, manifest_bundle, seal_manifest
@@ -51,21 +47,21 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()  # noqa: UP017 (Python 3.10: RoboTwin's interpreter)
 
 
-def evaluate_batch(request: dict[str, Any]) -> dict[str, Any]:
-    """Evaluate episodes [episode_start, episode_start + episode_count) of one task; write and return the result."""
-    benchmark, suite, task = request["benchmark"], request["suite"], request["task"]
-    episodes = EpisodeRange(int(request["episode_start"]), int(request["episode_count"]))
+def evaluate_batch(request: BatchRequest) -> None:
+    """Evaluate episodes [episode_start, episode_start + episode_count) of one task; write the result."""
+    benchmark, suite, task = request.benchmark, request.suite, request.task
+    episodes = EpisodeRange(request.episode_start, request.episode_count)
     adapter = get_adapter(benchmark)
-    manifest = load_manifest(request["manifest_path"], request["manifest_hash"])
-    where = f"manifest {request['manifest_path']}"
-    settings = benchmark_settings(benchmark, request["section"])
+    manifest = load_manifest(request.manifest_path, request.manifest_hash)
+    where = f"manifest {request.manifest_path}"
+    settings = benchmark_settings(benchmark, request.section)
     check_recorded(benchmark, settings, manifest["definition"].get("environment"), where)
     started_at, started = _now(), time.monotonic()
     log(f"{benchmark} {suite}/{task} episodes {episodes.start}..{episodes.stop - 1}: start")
     with PolicyClient(
-        request["endpoint"],
-        call_timeout_s=float(request["infer_timeout_s"]),
-        server_process=request.get("server_process"),  # the worker's server: verified before any observation
+        request.endpoint,
+        call_timeout_s=request.infer_timeout_s,
+        server_process=request.server_process,  # the worker's server: verified before any observation
     ) as client:
         context = BatchContext(
             TaskRef(benchmark, suite, task),
@@ -73,9 +69,9 @@ def evaluate_batch(request: dict[str, Any]) -> dict[str, Any]:
             manifest,
             settings,
             client,
-            Path(request["artifacts_dir"]),
+            Path(request.artifacts_dir),
             log,
-            video_dir=Path(request["video_dir"]) if request.get("video_dir") else None,
+            video_dir=Path(request.video_dir) if request.video_dir else None,
         )
         records = []
         for record in adapter.evaluate_batch(context):
@@ -87,63 +83,61 @@ def evaluate_batch(request: dict[str, Any]) -> dict[str, Any]:
             f"{benchmark} adapter returned episodes {[r['index'] for r in records]}, expected {episodes.indices()}"
         )
     result = build_batch_result(
-        run=request["run"],
+        run=request.run,
         benchmark=benchmark,
         suite=suite,
         task=task,
         episodes=episodes,
         manifest_hash=manifest["manifest_hash"],
-        policy_identity=request["policy_identity"],
+        policy_identity=request.policy_identity,
         records=records,
         started_at=started_at,
         finished_at=_now(),
         duration_s=round(time.monotonic() - started, 3),
     )
-    if request.get("policy_server"):
-        result["policy_server"] = request["policy_server"]  # an external server: its URL and metadata digest
-    bundle = manifest_bundle(request["manifest_path"])
+    if request.policy_server is not None:  # an external server: its URL and metadata digest
+        result["policy_server"] = {
+            "url": request.policy_server.url,
+            "metadata_digest": request.policy_server.metadata_digest,
+        }
+    bundle = manifest_bundle(request.manifest_path)
     if bundle is not None:  # the manifest came from `evalwf manifests import`: the bundle's hash
         result["manifest_bundle"] = bundle
     result["worker"]["python"] = sys.executable
-    write_batch_result(request["output"], result)
-    log(f"{request['output']}: {result['success_count']}/{episodes.count} successes")
-    return result
+    write_batch_result(request.output, result)
+    log(f"{request.output}: {result['success_count']}/{episodes.count} successes")
 
 
-def seal_task_manifest(request: dict[str, Any]) -> dict[str, Any]:
-    where = f"manifest {request['output']}"
-    settings = benchmark_settings(request["benchmark"], request["section"])
-    check_recorded(request["benchmark"], settings, request["definition"].get("environment"), where)
+def seal_task_manifest(request: ManifestRequest) -> None:
+    where = f"manifest {request.output}"
+    settings = benchmark_settings(request.benchmark, request.section)
+    check_recorded(request.benchmark, settings, request.definition.get("environment"), where)
     manifest = seal_manifest(
-        get_adapter(request["benchmark"]),
-        request["definition"],
-        request["scope"],
-        request["task"],
-        request["output"],
-        request.get("cache_dir"),
+        get_adapter(request.benchmark),
+        request.definition,
+        request.scope,
+        request.task,
+        request.output,
+        request.cache_dir,
         log,
     )
-    log(f"manifest {request['output']}: {len(manifest['episodes'])} episodes, hash {manifest['manifest_hash']}")
-    return manifest
+    log(f"manifest {request.output}: {len(manifest['episodes'])} episodes, hash {manifest['manifest_hash']}")
 
 
-KINDS = {"batch": evaluate_batch, "manifest": seal_task_manifest}
-
-
-def run_request(request: dict[str, Any]) -> dict[str, Any]:
-    kind = request.get("kind")
-    if kind not in KINDS:
-        raise ValueError(f"unknown request kind {kind!r}; known: {', '.join(KINDS)}")
-    return KINDS[kind](request)
+def run_request(request: SimRequest) -> None:
+    """Run one request in this interpreter (a job body without a benchmark interpreter calls this directly)."""
+    if isinstance(request, BatchRequest):
+        evaluate_batch(request)
+    else:
+        seal_task_manifest(request)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--request", required=True, help="the JSON request file written by the job body")
     args = parser.parse_args(argv)
-    request = json.loads(Path(args.request).read_text(encoding="utf-8"))
     try:
-        run_request(request)
+        run_request(request_from_json(Path(args.request).read_text(encoding="utf-8")))
     except Exception as error:  # the traceback for the log, then the cause's first line for the job's own error
         traceback.print_exc()
         first = (str(error).strip().splitlines() or [""])[0]

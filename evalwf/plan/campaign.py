@@ -29,6 +29,11 @@ class BatchPlan:
     episodes: EpisodeRange
     path: str
 
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """What its rule's wildcards name: (benchmark, suite, task, batch label); PlannedTasks.batch_plan_of."""
+        return (self.ref.benchmark, self.ref.suite, self.ref.task, self.episodes.label)
+
 
 @dataclass(frozen=True)
 class TaskPlan:
@@ -38,6 +43,11 @@ class TaskPlan:
     manifest_hash: str
     manifest_path: str
     batches: tuple[BatchPlan, ...]
+
+    @property
+    def manifest_key(self) -> tuple[str, str, str, str]:
+        """What its manifest rule's wildcards name: (benchmark, scope, task, digest); PlannedTasks.manifest_plan_of."""
+        return (self.ref.benchmark, self.scope, self.ref.task, self.manifest_hash)
 
     @property
     def num_episodes(self) -> int:
@@ -71,6 +81,10 @@ class PlannedTasks:
             planned if planned is not None else [p for b in benchmarks for p in self._plan_benchmark(b)]
         )
         self._by_ref = {plan.ref: plan for plan in self.tasks}
+        self._by_batch = {batch.key: batch for plan in self.tasks for batch in plan.batches}
+        self._by_manifest: dict[tuple[str, str, str, str], TaskPlan] = {}
+        for plan in self.tasks:  # several suites may share a manifest: the first plan defines it (as `manifests`)
+            self._by_manifest.setdefault(plan.manifest_key, plan)
 
     def _plan_benchmark(self, benchmark: str) -> Iterator[TaskPlan]:
         adapter = get_adapter(benchmark)
@@ -113,11 +127,16 @@ class PlannedTasks:
         return short_hash(results_defining_settings(benchmark, self.section(benchmark)))
 
     def batch_plan_of(self, benchmark: str, suite: str, task: str, label: str) -> BatchPlan:
-        """The planned batch behind a batch job's wildcards."""
-        for batch in self.task_plan(benchmark, suite, task).batches:
-            if batch.episodes.label == label:
-                return batch
-        raise KeyError(f"{benchmark}/{suite}/{task}: no planned batch {label}")
+        """The planned batch behind a batch job's wildcards (BatchPlan.key); KeyError when the plan has none."""
+        batch = self._by_batch.get((benchmark, suite, task, label))
+        if batch is None:
+            raise KeyError(f"{benchmark}/{suite}/{task}: no planned batch {label}")
+        return batch
+
+    def manifest_plan_of(self, benchmark: str, scope: str, task: str, digest: str) -> TaskPlan | None:
+        """The task plan that defines the manifest behind a manifest job's wildcards (TaskPlan.manifest_key); None
+        when the plan has none."""
+        return self._by_manifest.get((benchmark, scope, task, digest))
 
     def _digest(self, benchmark: str | None, policy: Any) -> str:
         """A hash of everything that defines the results (of one benchmark, or of all of them): the policy

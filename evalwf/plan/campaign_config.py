@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from evalwf.common.json_value import JsonValue
+from evalwf.common.json_types import JsonValue
 from evalwf.policy.schema import PolicyBlock
 from evalwf.policy.spec import PolicySpec
 

@@ -17,7 +17,7 @@ from benchmarks import registry
 from evalwf.benchmark.adapter import benchmark_settings, get_adapter
 from evalwf.common.code_paths import code_path_refusal
 from evalwf.common.errors import ConfigError
-from evalwf.common.json_value import JsonValue
+from evalwf.common.json_types import JsonValue
 from evalwf.plan.campaign_config import (
     SECTION_CAMPAIGN_KEYS,
     SECTION_POLICY_KEYS,

@@ -17,7 +17,7 @@ from evalwf.benchmark.adapter import BenchmarkAdapter
 from evalwf.common.atomic import publish_once
 from evalwf.common.errors import ManifestError
 from evalwf.common.hashing import sha256_hex, short_hash
-from evalwf.common.json_value import JsonValue
+from evalwf.common.json_types import JsonValue
 
 # What defines a manifest's episodes (its name hashes it): keys its adapter chooses (evalwf.benchmark.adapter:
 # manifest_definition), plus `environment` (evalwf.plan.environment.EnvironmentRecord) where it declares one.

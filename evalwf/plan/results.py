@@ -16,7 +16,7 @@ import jsonschema
 from evalwf.benchmark.batches import EpisodeRange
 from evalwf.common.atomic import atomic_write_json
 from evalwf.common.errors import ResultValidationError
-from evalwf.common.json_value import JsonValue
+from evalwf.common.json_types import JsonValue
 from evalwf.plan.manifest import ManifestDocument
 
 

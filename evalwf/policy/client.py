@@ -20,8 +20,6 @@ from evalwf.policy.wire import Message
 # websockets 17 wants legacy=True for this frame-level use; 16.0, the newest for Python 3.10 (RoboTwin's
 # interpreter, scripts/setup_robotwin.sh), has no such option and would reject it.
 VERSION_OPTIONS: dict[str, bool] = {"legacy": True} if int(websockets.__version__.split(".")[0]) >= 17 else {}
-ENDPOINT_ENV = "EVAL_POLICY_ENDPOINT"
-IDENTITY_ENV = "EVAL_POLICY_IDENTITY"
 
 
 class PolicyServerError(RuntimeError):

@@ -3,7 +3,8 @@ the server it talks to is the one its worker started (DESIGN invariants 5 and 6)
 
 A worker's policy server listens on a loopback TCP port that any local user can connect to, and once it dies any
 local user can bind that port. A user's own openpi server cannot be asked to echo a secret, so the check is the
-kernel's word instead: the worker names the process it started (`pid:start time`, SERVER_PROCESS_ENV), and the
+kernel's word instead: the worker names the process it started (`pid:start time`, the job step's context:
+evalwf.contract.job_step_context), and the
 client finds, in /proc/net/tcp(6), the server's end of its own connection and requires that socket to be held by
 that process or one of its descendants. A stranger on the port, a process that merely reuses the pid, or a server
 this user may not inspect is refused. Linux only (/proc); standard library only (the light core).
@@ -15,8 +16,6 @@ import os
 import socket
 
 from evalwf.common.tcp_ends import accepting_socket
-
-SERVER_PROCESS_ENV = "EVAL_POLICY_SERVER_PROCESS"
 
 
 class NotOurServer(RuntimeError):
@@ -78,7 +77,7 @@ def verify_server(connection: socket.socket, expected: str, endpoint: str) -> No
         pid_text, _ = expected.split(":")
         root = int(pid_text)
     except ValueError:
-        raise NotOurServer(f"{SERVER_PROCESS_ENV}={expected!r} is not 'pid:start time'") from None
+        raise NotOurServer(f"the server process {expected!r} is not 'pid:start time'") from None
     refused = f"policy server {endpoint} is not the one this worker started (process {root}): no observation sent;"
     try:
         alive = process_identity(root) == expected

@@ -11,7 +11,7 @@ from typing import TypedDict
 
 import yaml
 
-from evalwf.common.json_value import JsonValue
+from evalwf.common.json_types import JsonValue
 
 
 class PolicyBlock(TypedDict, total=False):

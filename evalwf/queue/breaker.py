@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from evalwf.common.atomic import atomic_write_text
-from evalwf.common.json_value import JsonValue
+from evalwf.common.json_types import JsonValue
 
 DEFAULT_MAX_FAILURES = 2  # the submitter's --labtasker-policy-breaker default, and the workers' without one
 CIRCUIT_OPEN_ERROR = "PolicyCircuitOpen"  # the error type of a task failed because its policy's breaker is open

@@ -5,8 +5,8 @@ The simulator side of both runs in the benchmark's own interpreter when its sect
 endpoint here, then hands the step to `python -m evalwf.job.sim_step` there. Without it, in process.
 
 The policy endpoint of a batch: an external server (`policy.url`), checked with an openpi handshake before the
-batch; else the endpoint its worker gives it (EVAL_POLICY_ENDPOINT); without one (local profile) a guarded policy
-server of its own for the duration of the batch.
+batch; else the endpoint its worker gives it (evalwf.contract.job_step_context); without one (local profile) a
+guarded policy server of its own for the duration of the batch.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Protocol, TextIO
 
 import yaml
 
@@ -32,20 +32,27 @@ from evalwf.common.errors import (
     ResultValidationError,
     SimulatorEnvError,
 )
-from evalwf.contract.failure import CAUSE_FILE_ENV, write_cause
+from evalwf.contract.failure import write_cause
+from evalwf.contract.job_step_context import JobStepContext
+from evalwf.contract.sim_request import BatchRequest, ExternalServer, ManifestRequest, SimRequest
 from evalwf.job import sim_step
 from evalwf.job.interpreter import run_in_interpreter
-from evalwf.plan.campaign import Campaign, PlannedTasks, PolicyCampaign
+from evalwf.plan.campaign import BatchPlan, Campaign, PlannedTasks, PolicyCampaign
 from evalwf.plan.campaign_config import CampaignConfig
 from evalwf.plan.interpreter import resolve_interpreter
 from evalwf.plan.rounds import adaptive_benchmarks, written_batches
-from evalwf.policy.client import ENDPOINT_ENV, IDENTITY_ENV, PolicyServerError, check_endpoint
-from evalwf.policy.peer import SERVER_PROCESS_ENV
+from evalwf.policy.client import PolicyServerError, check_endpoint
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, metadata_digest
 
 # The errors the project raises itself, each naming what is wrong and the fix: reported by their message alone.
 PROJECT_ERRORS = (ConfigError, EnvironmentUnavailable, ManifestError, ResultValidationError, SimulatorEnvError,
                   PolicyServerError)  # fmt: skip
+
+
+class NamedOutputs(Protocol):
+    """A rule's named output list (Snakemake's OutputFiles): key -> path."""
+
+    def items(self) -> Iterable[tuple[str, str]]: ...
 
 
 def log(message: str) -> None:
@@ -91,8 +98,9 @@ def logged_to(path: str) -> Iterator[None]:
             # the log keeps where it came from; after the FAILED line, whose preceding traceback (the simulator's,
             # say) is the one the policy breaker reads the cause from
             handle.write(traceback.format_exc())
-            if os.environ.get(CAUSE_FILE_ENV):  # a worker's job step: it reports this as the task's error
-                write_cause(os.environ[CAUSE_FILE_ENV], error)
+            context = JobStepContext.from_environ()
+            if context is not None and context.cause_file:  # a worker's job step: it reports this as the task's error
+                write_cause(context.cause_file, error)
             raise
 
 
@@ -106,36 +114,35 @@ def run_logged(log_path: str, function: Callable[..., object], *args: object) ->
         raise JobFailed(f"{type(error).__name__}: {error}") from None
 
 
-def _run_sim_step(campaign: PlannedTasks, benchmark: str, request: dict[str, Any], what: str) -> None:
+def _run_sim_step(campaign: PlannedTasks, benchmark: str, request: SimRequest, what: str) -> None:
     """In the benchmark's interpreter when its section names one, else in process."""
     python = resolve_interpreter(campaign.settings(benchmark).python, benchmark)
     if python is None:
         sim_step.run_request(request)
         return
     run_in_interpreter(python, request, log, what)
-    if not Path(request["output"]).exists():
-        raise SimulatorEnvError(f"{what}: {python} exited 0 but did not write {request['output']}")
+    if not Path(request.output).exists():
+        raise SimulatorEnvError(f"{what}: {python} exited 0 but did not write {request.output}")
 
 
-def seal_task_manifest(campaign: PlannedTasks, output: str) -> None:
-    plans = {os.path.normpath(path): plan for path, plan in campaign.manifests().items()}
-    plan = plans.get(os.path.normpath(output))
-    if plan is None:
+def seal_task_manifest(campaign: PlannedTasks, benchmark: str, scope: str, task: str, digest: str, output: str) -> None:
+    """Seal the manifest its rule's wildcards name (TaskPlan.manifest_key); `output` must be its planned path."""
+    plan = campaign.manifest_plan_of(benchmark, scope, task, digest)
+    if plan is None or os.path.normpath(plan.manifest_path) != os.path.normpath(output):
         raise ConfigError(f"manifest {output} is not planned by this config (the config changed?)")
-    request = {
-        "kind": "manifest",
-        "benchmark": plan.ref.benchmark,
-        "definition": plan.definition,
-        "scope": plan.scope,
-        "task": plan.ref.task,
-        "section": campaign.section(plan.ref.benchmark),
-        "output": output,
-        "cache_dir": campaign.config.manifest_cache,
-    }
+    request = ManifestRequest(
+        benchmark=plan.ref.benchmark,
+        definition=plan.definition,
+        scope=plan.scope,
+        task=plan.ref.task,
+        section=campaign.section(plan.ref.benchmark),
+        output=output,
+        cache_dir=campaign.config.manifest_cache,
+    )
     _run_sim_step(campaign, plan.ref.benchmark, request, f"manifest {output}")
 
 
-def external_server(campaign: PolicyCampaign) -> dict[str, Any]:
+def external_server(campaign: PolicyCampaign) -> ExternalServer:
     """The openpi handshake with an external server (policy.url) before a batch: what it says it serves."""
     url = campaign.policy.url
     assert url is not None
@@ -143,31 +150,29 @@ def external_server(campaign: PolicyCampaign) -> dict[str, Any]:
     metadata = check_endpoint(url, timeout_s=campaign.policy.startup_timeout_s, what="policy.url")
     digest = metadata_digest(metadata)
     log(f"policy server {url} answered: metadata {digest} {sorted(map(str, metadata))}")
-    return {"url": url, "metadata_digest": digest}
+    return ExternalServer(url=url, metadata_digest=digest)
 
 
 @contextlib.contextmanager
-def policy_endpoint(campaign: PolicyCampaign, log_dir: Path) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
+def policy_endpoint(campaign: PolicyCampaign, log_dir: Path) -> Iterator[tuple[str, ExternalServer | None, str | None]]:
     """(endpoint, external server record, server process): policy.url (health-checked), else the worker's endpoint
     if it gave one (checked to serve this policy), else a server of our own. The server process (`pid:start time`,
     evalwf.policy.peer) is the one the batch's client must find answering; None for policy.url, which is outside
     this check (docs/trust.md)."""
-    served = os.environ.get(IDENTITY_ENV)
-    if served and served != campaign.policy.identity:
-        raise PolicyServerError(
-            f"the worker's policy server serves {served}, but this batch needs {campaign.policy.identity}"
-        )
+    context = JobStepContext.from_environ() or JobStepContext()
+    refusal = context.serving(campaign.policy.identity)
+    if refusal is not None:
+        raise PolicyServerError(refusal)
     if campaign.policy.external:
         server = external_server(campaign)
-        yield server["url"], server, None
+        yield server.url, server, None
         return
-    endpoint = os.environ.get(ENDPOINT_ENV)
-    if endpoint and endpoint != EXTERNAL_ENDPOINT:
-        yield endpoint, None, os.environ.get(SERVER_PROCESS_ENV)
+    if context.endpoint and context.endpoint != EXTERNAL_ENDPOINT:
+        yield context.endpoint, None, context.server_process
         return
     from evalwf.worker.policy_server import GuardedPolicyServer
 
-    log(f"no {ENDPOINT_ENV} set: starting policy server {campaign.policy.name} for this batch")
+    log(f"no endpoint from a worker: starting policy server {campaign.policy.name} for this batch")
     with GuardedPolicyServer(gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""), log_dir=log_dir) as server:
         endpoint = server.ensure(campaign.policy)
         yield endpoint, None, server.process_identity
@@ -196,20 +201,19 @@ def record_submission(campaign: Campaign, config_output: str, planned_output: st
     log(f"planned {planned.gpu_hours:.3g} GPU-h of simulation for {planned.batches} batches ({planned_output})")
 
 
-def summarize(campaign: Campaign, outputs: Any) -> None:
-    """Gather step; `outputs` is the rule's named output list (keys as PolicyCampaign.summary_paths)."""
+def summarize(campaign: Campaign, policy: str, benchmark: str, outputs: NamedOutputs) -> None:
+    """Gather step of `policy` on `benchmark` (its rule's params); `outputs` is the rule's named output list (keys
+    as PolicyCampaign.summary_paths)."""
     from evalwf.report.aggregate import summarize_benchmark
 
     named = dict(outputs.items())
-    found = [
-        (member, b)
-        for member in campaign.policy_campaigns()  # the policy whose summary this is
-        for b in member.benchmarks
-        if member.summary_paths(b)["tasks"] == named["tasks"]
-    ]
-    if not found:
+    member = campaign.members.get(policy)
+    if (
+        member is None
+        or benchmark not in member.benchmarks
+        or member.summary_paths(benchmark)["tasks"] != named["tasks"]
+    ):
         raise ConfigError(f"{named['tasks']} is not a summary this config plans")
-    member, benchmark = found[0]
     planned = None  # an adaptive sweep: what the decisions so far let this policy evaluate
     if benchmark in adaptive_benchmarks(campaign):
         planned = written_batches(campaign, benchmark, member.policy.name)
@@ -217,15 +221,16 @@ def summarize(campaign: Campaign, outputs: Any) -> None:
     log(f"{benchmark}: tables in {named['markdown']} and {named['latex']}, plot {named['plot']}")
 
 
-def compare_policies(campaign: Campaign, outputs: Any) -> None:
-    """Gather step across the policies of a benchmark: success per policy and the difference to the baseline."""
+def compare_policies(campaign: Campaign, benchmark: str, outputs: NamedOutputs) -> None:
+    """Gather step across the policies of `benchmark` (its rule's param): success per policy and the difference to
+    the baseline."""
     from evalwf.report.policy_comparison import write_policy_comparison
 
     named = dict(outputs.items())
-    benchmark = next(
-        (b for b in campaign.compared_benchmarks() if campaign.comparison_paths(b)["suites"] == named["suites"]), None
-    )
-    if benchmark is None:
+    if (
+        benchmark not in campaign.compared_benchmarks()
+        or campaign.comparison_paths(benchmark)["suites"] != named["suites"]
+    ):
         raise ConfigError(f"{named['suites']} is not a comparison this config plans")
     write_policy_comparison(campaign, benchmark, named)
     log(f"{benchmark}: policy comparison in {named['markdown']} and {named['suites']}, plot {named['plot']}")
@@ -257,35 +262,36 @@ def note_early_round(output: str, batches: list[str]) -> None:
     log(f"{output}: {len(batches)} batches started before the previous round's decision")
 
 
-def evaluate_batch(campaign: PolicyCampaign, output: str) -> None:
-    """Evaluate the planned batch whose result file is `output` (in the benchmark's interpreter)."""
-    batches = {os.path.normpath(b.path): b for b in campaign.batches()}
-    batch = batches.get(os.path.normpath(output))
-    if batch is None:
+def evaluate_batch(campaign: PolicyCampaign, benchmark: str, suite: str, task: str, label: str, output: str) -> None:
+    """Evaluate the planned batch its rule's wildcards name (BatchPlan.key), whose result file is `output`, in the
+    benchmark's interpreter."""
+    try:
+        batch: BatchPlan | None = campaign.batch_plan_of(benchmark, suite, task, label)
+    except KeyError:
+        batch = None
+    if batch is None or os.path.normpath(batch.path) != os.path.normpath(output):
         raise ConfigError(f"batch {output} is not planned by this config (the config changed?)")
-    benchmark, suite, task = batch.ref.benchmark, batch.ref.suite, batch.ref.task
     plan = campaign.task_plan(benchmark, suite, task)
     resolve_interpreter(campaign.settings(benchmark).python, benchmark)  # missing: fail before any server
     artifacts = campaign.benchmark_dir(benchmark) / "artifacts"
     with policy_endpoint(campaign, artifacts / "logs") as (endpoint, server, server_process):
-        request = {
-            "kind": "batch",
-            "run": campaign.run,
-            "benchmark": benchmark,
-            "suite": suite,
-            "task": task,
-            "episode_start": batch.episodes.start,
-            "episode_count": batch.episodes.count,
-            "section": campaign.section(benchmark),
-            "manifest_path": plan.manifest_path,
-            "manifest_hash": plan.manifest_hash,
-            "endpoint": endpoint,
-            "server_process": server_process,
-            "infer_timeout_s": campaign.policy.infer_timeout_s,
-            "policy_identity": campaign.policy.identity,
-            "policy_server": server,
-            "output": output,
-            "artifacts_dir": str(artifacts),
-            "video_dir": str(Path(output).parent / "videos"),
-        }
+        request = BatchRequest(
+            run=campaign.run,
+            benchmark=benchmark,
+            suite=suite,
+            task=task,
+            episode_start=batch.episodes.start,
+            episode_count=batch.episodes.count,
+            section=campaign.section(benchmark),
+            manifest_path=plan.manifest_path,
+            manifest_hash=plan.manifest_hash,
+            endpoint=endpoint,
+            server_process=server_process,
+            infer_timeout_s=campaign.policy.infer_timeout_s,
+            policy_identity=campaign.policy.identity,
+            policy_server=server,
+            output=output,
+            artifacts_dir=str(artifacts),
+            video_dir=str(Path(output).parent / "videos"),
+        )
         _run_sim_step(campaign, benchmark, request, f"{benchmark} {suite}/{task} batch {batch.episodes.label}")

@@ -9,7 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-from evalwf.contract.failure import CAUSE_FILE_ENV
 from evalwf.worker.job_payload import JobStep
 from evalwf.worker.log import log
 from evalwf.worker.processes import GuardedProcess
@@ -89,7 +88,6 @@ class JobSteps:
         """The step's exit status, or "stopped" (the worker stops) or "revoked" (its task is no longer ours)."""
         if self.stop.is_set():
             return "stopped"
-        env = {**env, CAUSE_FILE_ENV: str(cause_path(log_path))}  # where its job body says why it failed
         process = self._launch(slot, step, env, log_path)
         with self.lock:
             self.steps[slot] = process

@@ -12,8 +12,8 @@ under a guardian so that it dies with this process. Each GPU worker:
 - runs only Snakemake job steps of an allowed workflow directory (--allow-workflow, default: the current
   directory), whose command line it builds itself from an allow-list (evalwf/worker/job_payload.py: a
   task names a job, never a command), in that directory, with its own interpreter, under a guardian, with
-  EVAL_POLICY_ENDPOINT / EVAL_POLICY_IDENTITY / CUDA_VISIBLE_DEVICES / EVAL_WORKER_ID /
-  EVAL_LABTASKER_TASK_ID in the environment;
+  CUDA_VISIBLE_DEVICES / EVAL_WORKER_ID / EVAL_LABTASKER_TASK_ID and the job step's context (EVAL_JOB_STEP_CONTEXT:
+  its policy server and where it writes why it failed, evalwf/contract/job_step_context.py) in the environment;
 - starts each job step from a spare guardian that imported Snakemake and the Snakefile's modules while the slot
   was idle (evalwf/worker/warm_step.py; --cold-job-steps for a fresh interpreter per step);
 - runs the node checks of `evalwf doctor` (evalwf/worker/node_gate.py) before its first job of each benchmark of a

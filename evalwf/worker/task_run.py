@@ -14,9 +14,9 @@ from typing import Any
 from evalwf.contract import CLIENT_TOKEN_ENV, TASK_ID_ENV, WORKER_ID_ENV
 from evalwf.contract.failure import failure_text, read_cause
 from evalwf.contract.failure_record import FailureRecord, last_lines, write_failure_record
+from evalwf.contract.job_step_context import JobStepContext
 from evalwf.contract.loopback import with_loopback_no_proxy
-from evalwf.policy.client import ENDPOINT_ENV, IDENTITY_ENV, PolicyServerError
-from evalwf.policy.peer import SERVER_PROCESS_ENV
+from evalwf.policy.client import PolicyServerError
 from evalwf.worker.completion_record import lost_run, recorded_result, write_record
 from evalwf.worker.job_payload import JobStep, NotForThisWorker, TaskRefused, validate_task
 from evalwf.worker.job_steps import JobSteps, cause_path
@@ -112,9 +112,13 @@ class TaskRun:
                     guard = self.breakers.start_guard(step, self.stop)
                     with self.server.lease(step.policy, self.stop, guard) as endpoint:
                         self.status.write()
-                        env = self._job_env(task.id, endpoint, step.policy.identity)
-                        if self.server.server.process_identity is not None:  # what the job step verifies
-                            env[SERVER_PROCESS_ENV] = self.server.server.process_identity
+                        context = JobStepContext(
+                            policy_identity=step.policy.identity,
+                            endpoint=endpoint,
+                            server_process=self.server.server.process_identity,  # what the job step verifies
+                            cause_file=str(cause_path(log_path)),
+                        )
+                        env = self._job_env(task.id, context)
                         outcome = self._start_step(client, claim, slot, step, env, log_path, revoked)
                 except Stopping:
                     outcome = "stopped"
@@ -135,7 +139,7 @@ class TaskRun:
                         )
                         return True
             else:
-                env = self._job_env(task.id, None, None)
+                env = self._job_env(task.id, JobStepContext(cause_file=str(cause_path(log_path))))
                 outcome = self._start_step(client, claim, slot, step, env, log_path, revoked)
         finally:
             revoked.set()  # also stops the heartbeat thread
@@ -258,7 +262,9 @@ class TaskRun:
         self.reports.report(client, claim, "complete", result=result)
         return True
 
-    def _job_env(self, task_id: str, endpoint: str | None, identity: str | None) -> dict[str, str]:
+    def _job_env(self, task_id: str, context: JobStepContext) -> dict[str, str]:
+        """The job step's environment: the worker's own without its queue secrets, its GPU and what the worker tells
+        it in one typed object (evalwf.contract.job_step_context)."""
         env = dict(with_loopback_no_proxy(dict(os.environ)))
         env["CUDA_VISIBLE_DEVICES"] = self.gpu
         env[WORKER_ID_ENV] = self.worker_id
@@ -266,13 +272,7 @@ class TaskRun:
         for key in NOT_INHERITED:
             env.pop(key, None)
         env.update(cpu_render_threads(env, self.slots * int(os.environ.get(LOCAL_WORKERS_ENV, "1"))))
-        if endpoint is not None and identity is not None:
-            env[ENDPOINT_ENV] = endpoint
-            env[IDENTITY_ENV] = identity
-        else:
-            env.pop(ENDPOINT_ENV, None)
-            env.pop(IDENTITY_ENV, None)
-        env.pop(SERVER_PROCESS_ENV, None)  # set by the lease, for the server it leased
+        env.update(context.to_env())  # replaces any the worker itself inherited
         return env
 
     def _start_step(

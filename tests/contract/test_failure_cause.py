@@ -5,11 +5,12 @@ the task's error to what the submitter and `evalwf status` show first."""
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from evalwf.common.errors import SimulatorEnvError
-from evalwf.contract.failure import CAUSE_FILE_ENV, excerpt, failure_text, read_cause
+from evalwf.contract.failure import excerpt, failure_text, read_cause
 from evalwf.contract.failure_record import (
     FailureRecord,
     find_failure_records,
@@ -18,6 +19,7 @@ from evalwf.contract.failure_record import (
     record_path,
     write_failure_record,
 )
+from evalwf.contract.job_step_context import JOB_STEP_CONTEXT_ENV, JobStepContext
 from evalwf.job.interpreter import run_in_interpreter
 from evalwf.policy.client import PolicyServerError
 from evalwf.rules.jobs import JobFailed, logged_to, run_logged
@@ -28,7 +30,8 @@ def test_a_simulator_step_s_exception_becomes_the_job_s_first_words(tmp_path):
     comes back as the cause (which the job body reports as its own: next test), not only "exit status 1"."""
     output = tmp_path / "step.log"
     with open(output, "w") as stream, pytest.raises(SimulatorEnvError) as raised:
-        run_in_interpreter(sys.executable, {"kind": "nope"}, lambda _: None, "batch x", stream=stream)
+        malformed = SimpleNamespace(to_json=lambda: '{"kind": "nope"}')  # what no request class writes
+        run_in_interpreter(sys.executable, malformed, lambda _: None, "batch x", stream=stream)  # type: ignore[arg-type]
     cause = "ValueError: unknown request kind 'nope'; known: batch, manifest"
     assert raised.value.cause == cause
     assert str(raised.value).startswith(f"batch x failed in {sys.executable}: {cause}")
@@ -36,7 +39,8 @@ def test_a_simulator_step_s_exception_becomes_the_job_s_first_words(tmp_path):
 
 
 def test_a_job_body_records_the_exception_it_fails_with_for_its_worker(tmp_path, monkeypatch):
-    monkeypatch.setenv(CAUSE_FILE_ENV, str(tmp_path / "cause.json"))
+    context = JobStepContext(cause_file=str(tmp_path / "cause.json"))  # what its worker tells it
+    monkeypatch.setenv(JOB_STEP_CONTEXT_ENV, context.to_env()[JOB_STEP_CONTEXT_ENV])
     with pytest.raises(SimulatorEnvError), logged_to(str(tmp_path / "job.log")):
         raise SimulatorEnvError("ValueError: bad shape (batch failed in python)", cause="ValueError: bad shape")
     assert read_cause(tmp_path / "cause.json") == "ValueError: bad shape"
@@ -78,9 +82,18 @@ def test_a_target_the_config_does_not_plan_is_refused_by_its_message_alone(tmp_p
 
     campaign = Campaign(validate_config(standin_config(tmp_path)))
     [member] = campaign.policy_campaigns()
-    for body, target in ((evaluate_batch, "nowhere/0000-2.json"), (seal_task_manifest, "nowhere/m.json")):
+    batch, plan = member.batches()[0], campaign.tasks[0]
+    benchmark, suite, task, _ = batch.key
+    refused = [  # wildcards the plan does not name; planned wildcards whose output is not the planned path
+        (evaluate_batch, member, (benchmark, suite, task, "9990-2"), "nowhere/9990-2.json"),
+        (evaluate_batch, member, (benchmark, suite, "nowhere", "0000-2"), "nowhere/0000-2.json"),
+        (evaluate_batch, member, batch.key, "other-run/0000-2.json"),
+        (seal_task_manifest, campaign, (benchmark, plan.scope, task, "0" * 16), "nowhere/m.json"),
+        (seal_task_manifest, campaign, plan.manifest_key, "other-run/m.json"),
+    ]
+    for body, planned, key, target in refused:
         with pytest.raises(JobFailed) as raised:
-            run_logged(str(tmp_path / "job.log"), body, member if body is evaluate_batch else campaign, target)
+            run_logged(str(tmp_path / "job.log"), body, planned, *key, target)
         shown = format_exception_to_string(raised.value, {})
         assert f"{target} is not planned by this config" in shown and 'File "' not in shown, shown
 

@@ -20,6 +20,7 @@ from benchmarks.robotwin.checkout import checkout_identity
 from evalwf.benchmark.adapter import get_adapter
 from evalwf.common.errors import ManifestError
 from evalwf.common.package_versions import installed_versions
+from evalwf.contract.sim_request import BatchRequest, ManifestRequest
 from evalwf.job import sim_step
 from evalwf.plan import environment
 from evalwf.plan.campaign import Campaign
@@ -185,9 +186,8 @@ def test_the_simulator_step_refuses_a_manifest_of_another_environment(tmp_path):
     other = {**plan.definition["environment"], "packages": {**plan.definition["environment"]["packages"]}}
     other["packages"]["numpy"] = "1.0.0"
     definition = {**plan.definition, "environment": other}
-    request = {"kind": "manifest", "benchmark": "robotwin", "definition": definition, "scope": "demo_clean",
-               "task": "click_bell", "section": section, "output": str(tmp_path / "m.json"),
-               "cache_dir": None}  # fmt: skip
+    request = ManifestRequest(benchmark="robotwin", definition=definition, scope="demo_clean", task="click_bell",
+                              section=section, output=str(tmp_path / "m.json"))  # fmt: skip
     here = installed_versions(["numpy"])["numpy"]
     with pytest.raises(ManifestError, match=rf"planned for another environment .*numpy 1\.0\.0 there, {here} here"):
         sim_step.run_request(request)
@@ -196,11 +196,11 @@ def test_the_simulator_step_refuses_a_manifest_of_another_environment(tmp_path):
     seal_manifest(ROBOTWIN, definition, "demo_clean", "click_bell", tmp_path / "m.json")
     from evalwf.plan.manifest import manifest_hash
 
-    batch = {"kind": "batch", "run": "t", "benchmark": "robotwin", "suite": "demo_clean-unseen", "task": "click_bell",
-             "episode_start": 0, "episode_count": 1, "section": section, "manifest_path": str(tmp_path / "m.json"),
-             "manifest_hash": manifest_hash(definition), "endpoint": "ws://127.0.0.1:9", "policy_identity": "p",
-             "policy_server": None, "output": str(tmp_path / "b.json"), "artifacts_dir": str(tmp_path),
-             "video_dir": None}  # fmt: skip
+    batch = BatchRequest(run="t", benchmark="robotwin", suite="demo_clean-unseen", task="click_bell",
+                         episode_start=0, episode_count=1, section=section, manifest_path=str(tmp_path / "m.json"),
+                         manifest_hash=manifest_hash(definition), endpoint="ws://127.0.0.1:9", infer_timeout_s=30.0,
+                         policy_identity="p", output=str(tmp_path / "b.json"),
+                         artifacts_dir=str(tmp_path))  # fmt: skip
     with pytest.raises(ManifestError, match=r"numpy 1\.0\.0 there"):
         sim_step.run_request(batch)
     assert not (tmp_path / "b.json").exists()
@@ -222,7 +222,9 @@ def test_a_job_step_on_a_host_with_another_environment_names_what_differs(tmp_pa
 
     planned_with, _ = campaign_with(str(py310_python()))
     [manifest] = planned_with.manifests()
-    jobs.seal_task_manifest(planned_with, manifest)  # as the worker that ran the manifest job did
+    jobs.seal_task_manifest(
+        planned_with, *planned_with.manifests()[manifest].manifest_key, manifest
+    )  # as the worker that ran the manifest job did
     here, configfile = campaign_with(None)  # this host: the workflow's interpreter at that path
     [batch] = here.batches()
     wildcards = (

@@ -20,6 +20,7 @@ sys.path.insert(0, str(REPO / "tests" / "benchmarks" / "robotwin"))
 from robotwin_testlib import ADAPTER, raw_section, run_batches, section, without_duration
 
 from evalwf.common.errors import ManifestError
+from evalwf.contract.sim_request import BatchRequest
 from evalwf.job import sim_step
 from evalwf.plan.bundle import export_bundle, import_bundle
 from evalwf.plan.manifest import manifest_hash, seal_manifest
@@ -64,11 +65,11 @@ def test_a_bundle_gives_a_fresh_clone_the_same_episodes_and_records(tmp_path):
     with standin_server("--action-dim", "14", "--noise", "0.6") as url:
         for manifest_path, name in ((first, "lab1.json"), (second, "lab2.json")):
             sim_step.run_request(
-                {"kind": "batch", "run": "run", "benchmark": "robotwin", "suite": SUITE, "task": TASK,
-                 "episode_start": 0, "episode_count": 2, "manifest_path": str(manifest_path),
-                 "manifest_hash": restored["manifest_hash"], "endpoint": url, "infer_timeout_s": 30,
-                 "policy_identity": "p", "output": str(tmp_path / name), "artifacts_dir": str(tmp_path / "art"),
-                 "section": raw_section(episodes_per_task=4, instruction_rng="upstream")}
+                BatchRequest(run="run", benchmark="robotwin", suite=SUITE, task=TASK, episode_start=0,
+                             episode_count=2, manifest_path=str(manifest_path),
+                             manifest_hash=restored["manifest_hash"], endpoint=url, infer_timeout_s=30,
+                             policy_identity="p", output=str(tmp_path / name), artifacts_dir=str(tmp_path / "art"),
+                             section=raw_section(episodes_per_task=4, instruction_rng="upstream"))
             )  # fmt: skip
     lab1, lab2 = (json.loads((tmp_path / name).read_text()) for name in ("lab1.json", "lab2.json"))
     assert "manifest_bundle" not in lab1 and lab2["manifest_bundle"] == bundle.digest

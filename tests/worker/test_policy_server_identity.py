@@ -10,10 +10,11 @@ import pytest
 from conftest import standin_config
 from policy_stranger import stranger_on
 
+from evalwf.contract.job_step_context import JOB_STEP_CONTEXT_ENV, JobStepContext
 from evalwf.plan.campaign import Campaign
 from evalwf.plan.config import validate_config
-from evalwf.policy.client import ENDPOINT_ENV, IDENTITY_ENV, PolicyClient, PolicyServerError
-from evalwf.policy.peer import SERVER_PROCESS_ENV, process_identity
+from evalwf.policy.client import PolicyClient, PolicyServerError
+from evalwf.policy.peer import process_identity
 from evalwf.policy.spec import PolicySpec
 from evalwf.rules import jobs
 from evalwf.worker.policy_server import GuardedPolicyServer
@@ -44,13 +45,12 @@ def test_a_stranger_on_the_dead_server_s_port_gets_no_observation_and_the_batch_
             assert unchecked.metadata == {"stranger": True}
         campaign = Campaign(validate_config(standin_config(tmp_path, policy=POLICY))).single()
         plan = campaign.tasks[0]
-        jobs.seal_task_manifest(campaign, plan.manifest_path)
-        monkeypatch.setenv(ENDPOINT_ENV, endpoint)  # what the worker hands its job step
-        monkeypatch.setenv(IDENTITY_ENV, campaign.policy.identity)
-        monkeypatch.setenv(SERVER_PROCESS_ENV, identity)
+        jobs.seal_task_manifest(campaign, *plan.manifest_key, plan.manifest_path)
+        context = JobStepContext(policy_identity=campaign.policy.identity, endpoint=endpoint, server_process=identity)
+        monkeypatch.setenv(JOB_STEP_CONTEXT_ENV, context.to_env()[JOB_STEP_CONTEXT_ENV])  # what the worker hands it
         batch = plan.batches[0]
         with pytest.raises(PolicyServerError, match=r"is not the one this worker started .*: no observation sent"):
-            jobs.evaluate_batch(campaign, batch.path)
+            jobs.evaluate_batch(campaign, *batch.key, batch.path)
         assert not received.exists(), "an observation reached the stranger"
         assert not Path(batch.path).exists(), "a batch was recorded from a stranger's actions"
     finally:

@@ -19,5 +19,12 @@ rule evaluate_batch:
         settings=settings_param,
     run:
         jobs.run_logged(
-            log[0], jobs.evaluate_batch, campaign_of(wildcards), output[0]
+            log[0],
+            jobs.evaluate_batch,
+            campaign_of(wildcards),
+            wildcards.benchmark,
+            wildcards.suite,
+            wildcards.task,
+            wildcards.batch,
+            output[0],
         )

@@ -10,4 +10,13 @@ rule plan_manifest:
     resources:
         gpu=manifest_gpu_resource,
     run:
-        jobs.run_logged(log[0], jobs.seal_task_manifest, CAMPAIGN, output[0])
+        jobs.run_logged(
+            log[0],
+            jobs.seal_task_manifest,
+            CAMPAIGN,
+            wildcards.benchmark,
+            wildcards.scope,
+            wildcards.task,
+            wildcards.digest,
+            output[0],
+        )

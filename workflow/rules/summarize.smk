@@ -39,8 +39,17 @@ for _campaign in CAMPAIGN.policy_campaigns():
             localrule: True
             params:
                 results=_campaign.results_digest(_benchmark),
+                policy=_campaign.policy.name,
+                benchmark=_benchmark,
             run:
-                jobs.run_logged(log[0], jobs.summarize, CAMPAIGN, output)
+                jobs.run_logged(
+                    log[0],
+                    jobs.summarize,
+                    CAMPAIGN,
+                    params.policy,
+                    params.benchmark,
+                    output,
+                )
 
     if CAMPAIGN.multi:
 
@@ -81,8 +90,11 @@ for _benchmark in CAMPAIGN.compared_benchmarks():
         localrule: True
         params:
             results=CAMPAIGN.results_digest(_benchmark),
+            benchmark=_benchmark,
         run:
-            jobs.run_logged(log[0], jobs.compare_policies, CAMPAIGN, output)
+            jobs.run_logged(
+                log[0], jobs.compare_policies, CAMPAIGN, params.benchmark, output
+            )
 
 
 # The report's landing page (workflow/report/workflow.rst includes it): every summary's headline and plot,

@@ -298,7 +298,7 @@ def test_a_failed_expert_check_in_robotwins_interpreter_is_the_first_line_of_the
     campaign = Campaign(validate_config(config))
     [output] = campaign.manifests()
     with pytest.raises(SimulatorEnvError) as info:
-        jobs.seal_task_manifest(campaign, output)
+        jobs.seal_task_manifest(campaign, *campaign.manifests()[output].manifest_key, output)
     first = str(info.value).splitlines()[0]
     assert f"failed in {py310_python()}: ManifestError: RoboTwin manifest demo_clean/click_bell: seed 100002: " in first
     assert "missing file 'assets/objects/001_bell/base0.glb' (FileNotFoundError: No such file or directory)" in first

@@ -164,7 +164,7 @@ def test_parallel_checks_in_robotwins_interpreter_seal_the_sequential_manifest(m
               "policy": {"name": "p", "command": "x --port {port}"}, "benchmarks": {"robotwin": robotwin}}  # fmt: skip
     campaign = Campaign(validate_config(config))
     [output] = campaign.manifests()
-    jobs.seal_task_manifest(campaign, output)
+    jobs.seal_task_manifest(campaign, *campaign.manifests()[output].manifest_key, output)
     captured = capfd.readouterr()
     assert "checking seeds ahead in 2 processes" in captured.out + captured.err
     sealed = json.loads(Path(output).read_text())
