@@ -1,6 +1,7 @@
 """The job steps of a worker's slots: each runs under a guardian (evalwf/worker/guardian.py), started from the slot's
 spare when it has one (a guardian that imported Snakemake while the slot was idle: evalwf/worker/warm_step.py), and
-is stopped when the worker stops or its task is revoked."""
+is stopped when the worker stops or its task is revoked. Spares are forked from the worker's one fork server
+(evalwf/worker/fork_server.py), which imported Snakemake once; while it is gone they start as fresh interpreters."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 from evalwf.contract.failure import CAUSE_FILE_ENV
+from evalwf.worker.fork_server import STALE_EXIT, ForkedSpare, ForkServer
 from evalwf.worker.job_payload import JobStep
 from evalwf.worker.log import log
 from evalwf.worker.processes import GuardedProcess
@@ -31,7 +33,9 @@ class JobSteps:
     def __init__(self, stop: threading.Event, *, warm: bool):
         self.stop = stop
         self.warm = warm  # start steps from spares (else every step is a fresh `python -m snakemake`)
-        self.spares: dict[int, SpareStep] = {}  # slot -> its next job step's pre-imported guardian
+        self.spares: dict[int, SpareStep | ForkedSpare] = {}  # slot -> its next job step's pre-imported guardian
+        self.fork_server: ForkServer | None = None  # started with the first spare
+        self.fork_server_lost = False  # it died (not stale): spares start as fresh interpreters from then on
         self.steps: dict[int, GuardedProcess] = {}  # slot -> its running job step
         self.discarding = 0  # spares being stopped right now (each takes up to a few seconds to exit)
         self.lock = threading.Lock()
@@ -42,9 +46,30 @@ class JobSteps:
             if not self.warm or self.stop.is_set() or slot in self.spares:
                 return
             try:
-                self.spares[slot] = SpareStep(cwd=workdir, grace_s=STEP_GRACE_S, preload_after_s=preload_after_s)
+                forked = self._forked_spare(workdir)
+                self.spares[slot] = forked or SpareStep(
+                    cwd=workdir, grace_s=STEP_GRACE_S, preload_after_s=preload_after_s
+                )
             except OSError as error:
                 log(f"slot {slot}: no warm job step ({error}); job steps start cold")
+
+    def _forked_spare(self, workdir: str) -> ForkedSpare | None:
+        """A spare from the fork server (started now if there is none; restarted when its imports went stale), or
+        None once it died otherwise (the caller starts a fresh interpreter). (The caller holds the lock.)"""
+        if self.fork_server_lost:
+            return None
+        server = self.fork_server
+        if server is not None and not server.alive():
+            server.stop(timeout_s=1.0)
+            if server.process.returncode != STALE_EXIT:
+                code = server.process.returncode
+                log(f"the job-step fork server exited ({code}); spares start as fresh interpreters from now on")
+                self.fork_server_lost = True
+                return None
+            server = None
+        if server is None:
+            server = self.fork_server = ForkServer(cwd=workdir, grace_s=STEP_GRACE_S)
+        return server.spare()
 
     def discard_spare(self, slot: int) -> None:
         with self.lock:
@@ -60,8 +85,12 @@ class JobSteps:
             self._discard(spare)
         while self.stopping():
             time.sleep(0.05)
+        with self.lock:
+            server, self.fork_server = self.fork_server, None
+        if server is not None:
+            server.stop()
 
-    def _discard(self, spare: SpareStep | None) -> None:
+    def _discard(self, spare: SpareStep | ForkedSpare | None) -> None:
         if spare is None:
             return
         with self.lock:
