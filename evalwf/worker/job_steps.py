@@ -5,6 +5,7 @@ is stopped when the worker stops or its task is revoked. Spares are forked from 
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
@@ -30,9 +31,10 @@ def cause_path(log_path: Path) -> Path:
 
 
 class JobSteps:
-    def __init__(self, stop: threading.Event, *, warm: bool):
+    def __init__(self, stop: threading.Event, *, warm: bool, forked: bool = True):
         self.stop = stop
         self.warm = warm  # start steps from spares (else every step is a fresh `python -m snakemake`)
+        self.forked = forked  # spares forked from the fork server (else each is a fresh interpreter)
         self.spares: dict[int, SpareStep | ForkedSpare] = {}  # slot -> its next job step's pre-imported guardian
         self.fork_server: ForkServer | None = None  # started with the first spare
         self.fork_server_lost = False  # it died (not stale): spares start as fresh interpreters from then on
@@ -56,7 +58,7 @@ class JobSteps:
     def _forked_spare(self, workdir: str) -> ForkedSpare | None:
         """A spare from the fork server (started now if there is none; restarted when its imports went stale), or
         None once it died otherwise (the caller starts a fresh interpreter). (The caller holds the lock.)"""
-        if self.fork_server_lost:
+        if not self.forked or self.fork_server_lost:
             return None
         server = self.fork_server
         if server is not None and not server.alive():
@@ -135,7 +137,10 @@ class JobSteps:
                 if revoked.is_set():
                     process.stop()
                     return "revoked"
-                time.sleep(0.1)
+                try:  # wakes when the step ends (a forked spare's status pipe), not up to 0.1 s later
+                    process.wait(0.1)
+                except subprocess.TimeoutExpired:
+                    pass
         finally:
             with self.lock:
                 self.steps.pop(slot, None)
