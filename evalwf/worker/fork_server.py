@@ -11,6 +11,10 @@ becomes its stdin (the job step's spec arrives on it; EOF before a spec: nothing
 the step's group), it forks the job step and guards it. The spare writes "pid N" when it starts and "exit N" (the job
 step's exit status) before it exits on its status pipe: the worker reads both (ForkedSpare), as it would a child's.
 
+A request "snakefile PATH" (the worker's own job-step command names PATH, in an allowed workflow directory) parses
+that Snakefile and its includes into the server's memo of Snakemake's parser (warm_step.SnakefileMemo): spares forked
+after it inherit the parsed code, and their job steps skip parsing what did not change.
+
 The server starts no thread and holds no lock while it forks; it is a child subreaper and reaps every child it
 forked (and any orphan of theirs), so none is left a zombie. On EOF on its stdin (the worker stopped or died) it
 forks no more, waits for its children (their own lifelines closed with the worker), kills what is left after a
@@ -37,7 +41,16 @@ from pathlib import Path
 from evalwf.worker.guardian import become_subreaper
 from evalwf.worker.processes import GuardedProcess
 from evalwf.worker.procfs import children_of
-from evalwf.worker.warm_step import PRELOAD, Inbox, Preloaded, StepSpec, cold_reason, preload_modules, serve_one_step
+from evalwf.worker.warm_step import (
+    PRELOAD,
+    Inbox,
+    Preloaded,
+    SnakefileMemo,
+    StepSpec,
+    cold_reason,
+    preload_modules,
+    serve_one_step,
+)
 
 STALE_EXIT = 75  # a preloaded module changed: start a new server
 CHILDREN_EXIT_S = 30.0  # after EOF: how long the server waits for its spares' own lifelines to end them
@@ -87,6 +100,8 @@ def serve(requests: socket.socket, grace_s: float) -> int:
     preloaded = preload_modules(PRELOAD, Inbox(), cwd)
     if preloaded is None:
         return 0
+    memo = SnakefileMemo()
+    memo.install()
     gc.freeze()  # what is imported now stays shared with the spares: the collector does not touch (copy) its pages
     code = 0
     while True:
@@ -102,6 +117,12 @@ def serve(requests: socket.socket, grace_s: float) -> int:
             break
         if not message:
             break  # the worker's end closed
+        if message.startswith(b"snakefile "):
+            for fd in fds:
+                os.close(fd)
+            memo.learn(os.fsdecode(message[len(b"snakefile ") :]))
+            gc.freeze()
+            continue
         if len(fds) != 2:
             for fd in fds:
                 os.close(fd)
@@ -245,6 +266,18 @@ class ForkServer:
             theirs.close()
         self.requests = ours
         self.lock = threading.Lock()
+        self.learned: set[str] = set()
+
+    def learn(self, snakefile: str) -> None:
+        """Have it parse this Snakefile (and its includes) once, for the spares it forks from now on."""
+        if snakefile in self.learned or not os.path.isabs(snakefile) or not self.alive():
+            return
+        self.learned.add(snakefile)
+        try:
+            with self.lock:
+                self.requests.send(b"snakefile " + os.fsencode(snakefile))
+        except OSError:
+            pass  # gone: the next spare request finds out
 
     def alive(self) -> bool:
         return self.process.poll() is None

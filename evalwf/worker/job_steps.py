@@ -151,8 +151,16 @@ class JobSteps:
         start-up of a cold one (COLD_STEP_STARTUP_S)."""
         warm = self._launch_from_spare(slot, step, env, log_path)
         process = warm or GuardedProcess(step.argv, env=env, cwd=step.workdir, log_path=log_path, grace_s=STEP_GRACE_S)
+        self._learn_snakefile(step)
         self.prepare_spare(slot, step.workdir, preload_after_s=0.0 if warm else COLD_STEP_STARTUP_S)
         return process
+
+    def _learn_snakefile(self, step: JobStep) -> None:
+        """The fork server parses this step's Snakefile before it forks the next spare (worker/fork_server.py)."""
+        with self.lock:
+            server = self.fork_server
+        if server is not None and "--snakefile" in step.argv[:-1]:
+            server.learn(step.argv[step.argv.index("--snakefile") + 1])
 
     def _launch_from_spare(
         self, slot: int, step: JobStep, env: dict[str, str], log_path: Path

@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -35,6 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from types import SimpleNamespace
+from typing import IO
 
 from evalwf.worker.guardian import become_subreaper, guard_child, stop_on_signals
 from evalwf.worker.processes import GuardedProcess
@@ -54,8 +57,14 @@ PRELOAD = (
     "numpy",
     "yaml",
     "jsonschema",
+    "snakemake.storage",
+    "packaging.version",
+    "graphlib",
     "evalwf.rules.jobs",
     "benchmarks.registry",
+    "benchmarks.libero.adapter",
+    "benchmarks.robotwin.adapter",
+    "benchmarks.standin.adapter",
     "evalwf.benchmark.adapter",
     "evalwf.plan.campaign",
     "evalwf.plan.config",
@@ -152,6 +161,78 @@ def _warm_config_schema() -> dict[str, int]:
     except Exception as error:  # the step builds it itself (and reports what is wrong)
         print(f"warm job step: building the config schema failed ({type(error).__name__}: {error})", file=sys.stderr)
         return {}
+
+
+class SnakefileMemo:
+    """Snakemake's Snakefile parser (text -> Python code) memoised in a fork server, so that its job steps do not
+    parse the same workflow again (~0.05-0.1 s each). Keyed by everything the parser's output depends on: the local
+    file's path and full text, the rule count it starts from and the shell override; anything else (a remote
+    Snakefile, a file that cannot be read) is parsed as usual. `learn` parses a workflow's Snakefile and the files it
+    includes (literal paths, in order, as executing it would) before any job step of it needs them."""
+
+    INCLUDE = re.compile(r"""workflow\.include\(\s*(["'])(.+?)\1""")
+
+    def __init__(self) -> None:
+        self.parsed: dict[tuple[str, str, int, str | None], tuple[str, int, dict[int, int]]] = {}
+        self.learned: set[str] = set()
+
+    def install(self) -> None:
+        import snakemake.parser
+        import snakemake.workflow
+
+        original = snakemake.workflow.parse
+
+        def parse(path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):  # type: ignore[no-untyped-def]
+            key = self._key(path, rulecount, overwrite_shellcmd)
+            if key is not None and key in self.parsed:
+                code, rulecount_after, lines = self.parsed[key]
+                snakemake.parser.Shell.overwrite_cmd = overwrite_shellcmd  # what parsing sets
+                linemap.update(lines)
+                return code, rulecount_after
+            result = original(path, workflow, linemap, overwrite_shellcmd=overwrite_shellcmd, rulecount=rulecount)
+            if key is not None:
+                self.parsed[key] = (result[0], result[1], dict(linemap))
+            return result
+
+        snakemake.workflow.parse = parse
+
+    @staticmethod
+    def _key(path: object, rulecount: int, overwrite_shellcmd: str | None) -> tuple[str, str, int, str | None] | None:
+        from snakemake.sourcecache import LocalSourceFile
+
+        if not isinstance(path, LocalSourceFile):
+            return None
+        try:  # the path as given: the code names it (a relative one is read from the current directory, as parsed)
+            given = path.get_path_or_uri(secret_free=True)
+            return given, Path(given).read_text(encoding="utf-8"), rulecount, overwrite_shellcmd
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def learn(self, snakefile: str) -> None:
+        """Parse `snakefile` and its includes into the memo (once per file; errors are left to the job step)."""
+        if snakefile in self.learned or not os.path.isabs(snakefile):
+            return
+        self.learned.add(snakefile)
+        try:
+            self._learn(snakefile, 0, depth=0)
+        except Exception as error:
+            print(f"warm job step: parsing {snakefile} ahead failed ({type(error).__name__}: {error})", file=sys.stderr)
+
+    def _learn(self, path: str, rulecount: int, depth: int) -> int:
+        import snakemake.workflow
+        from snakemake.sourcecache import LocalSourceFile
+
+        def open_source(source: LocalSourceFile, mode: str = "r") -> IO[str]:
+            return open(source.get_path_or_uri(secret_free=True), mode, encoding="utf-8")
+
+        stand_in = SimpleNamespace(sourcecache=SimpleNamespace(open=open_source))  # all the parser uses of it
+        source = LocalSourceFile(path)
+        code, rulecount = snakemake.workflow.parse(source, stand_in, {}, rulecount=rulecount)
+        if depth < 10:
+            for _, included in self.INCLUDE.findall(code):  # named as Snakemake's include names it
+                child = included if os.path.isabs(included) else source.get_basedir().join(included).path
+                rulecount = self._learn(child, rulecount, depth + 1)
+        return rulecount
 
 
 def _mtime_ns(path: str) -> int:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -81,6 +82,7 @@ def test_two_job_steps_forked_from_one_parent_run_real_jobs_with_their_own_envir
         assert "evalwf.worker.fork_server" in cmdline  # forked from the warm parent, not a fresh interpreter
         assert "1 of 1 steps (100%) done" in step.log_tail()
         (workflow / "report.txt").unlink()
+        server.learn(str(workflow / "Snakefile"))  # the second spare is forked with the Snakefile parsed
     _wait_for(lambda: not _alive(spare.pid) and not Path(f"/proc/{spare.pid}").exists(), "the spare was not reaped")
 
 
@@ -196,3 +198,41 @@ def test_without_the_fork_server_spares_are_fresh_interpreters(workflow: Path) -
         assert isinstance(steps.spares[0], job_steps.SpareStep) and steps.fork_server is None
     finally:
         steps.discard_all()
+
+
+def test_the_snakefile_memo_returns_what_the_parser_returns_and_parses_a_changed_file_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import snakemake.api
+    import snakemake.workflow
+    from snakemake.sourcecache import LocalSourceFile
+
+    from evalwf.worker.warm_step import SnakefileMemo
+
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "Snakefile").write_text('include: "rules/a.smk"\n\nrule all:\n    input: "a.txt"\n')
+    (tmp_path / "rules" / "a.smk").write_text('rule a:\n    output: "a.txt"\n    shell: "touch {output}"\n')
+    original = snakemake.workflow.parse
+    parsed: list[str] = []
+
+    def counting(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        parsed.append(path.get_path_or_uri(secret_free=True))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(snakemake.workflow, "parse", counting)
+    memo = SnakefileMemo()
+    memo.install()  # (monkeypatch restores Snakemake's own parser afterwards)
+    memo.learn(str(tmp_path / "Snakefile"))
+    included = str(tmp_path / "rules" / "a.smk")
+    assert parsed == [str(tmp_path / "Snakefile"), included], "the Snakefile and its include, in order"
+    stand_in = SimpleNamespace(sourcecache=SimpleNamespace(open=lambda source, mode="r": open(source.path, mode)))  # noqa: SIM115
+    for rulecount in (1, 0):  # as the Snakefile's include asks for it; another rule count is parsed afresh
+        lines: dict[int, int] = {}
+        got = snakemake.workflow.parse(LocalSourceFile(included), stand_in, lines, rulecount=rulecount)
+        fresh_lines: dict[int, int] = {}
+        assert got == original(LocalSourceFile(included), stand_in, fresh_lines, rulecount=rulecount)
+        assert lines == fresh_lines
+    assert parsed == [str(tmp_path / "Snakefile"), included, included], "only the other rule count was parsed"
+    (tmp_path / "rules" / "a.smk").write_text('rule b:\n    output: "b.txt"\n    shell: "touch {output}"\n')
+    code, _ = snakemake.workflow.parse(LocalSourceFile(included), stand_in, {}, rulecount=1)
+    assert "name='b'" in code and len(parsed) == 4, "a changed file is parsed again"
