@@ -12,7 +12,8 @@ they run in process: an upper bound on the harness alone), divided by the number
 
 Memory: every 0.25 s while a job step runs, PSS and RSS (/proc/PID/smaps_rollup) of every process of the worker's
 tree but the worker itself and the policy server: job steps, their guardians, waiting spares and the fork server
-(shared by all slots), divided by the job steps running then. Printed: median and max over those samples, and
+(shared by all slots), divided by the job steps running then; also over the samples where every slot was busy (use
+a --scale-s long enough for that with --slots > 1). Printed: median and max over those samples, and
 each kind's median (a kind's sum per sample). Which checkout's worker runs is the interpreter's (its venv).
 """
 
@@ -73,13 +74,15 @@ def _memory(pid: int) -> tuple[float, float]:
 class TreeSampler:
     """Samples the worker's process tree: the policy server's CPU, and memory per busy slot."""
 
-    def __init__(self, worker: int):
-        self.worker = worker
+    def __init__(self, worker: int, slots: int):
+        self.worker, self.slots = worker, slots
         self.policy_cpu: dict[int, float] = {}  # pid -> last seen CPU-s (guardian + server)
         self.worker_own_cpu = 0.0  # the worker process itself (claim loop, heartbeats, reports), last seen
         self.fork_server_cpu = 0.0  # the fork server and what it reaped (spares, their job steps), last seen
         self.per_slot: list[tuple[float, float]] = []  # (PSS, RSS) per busy slot, one per sample
+        self.all_busy: list[tuple[float, float]] = []  # the same, of the samples where every slot was busy
         self.kinds: dict[str, list[float]] = {}  # kind -> PSS summed over its processes, one per sample
+        self.failed: str | None = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -97,6 +100,12 @@ class TreeSampler:
         return tree
 
     def _run(self) -> None:
+        try:
+            self._sample()
+        except Exception as error:  # said at the end, not hidden behind "no samples"
+            self.failed = f"{type(error).__name__}: {error}"
+
+    def _sample(self) -> None:
         last_memory = 0.0
         while not self.done.wait(0.05):
             own = _stat(self.worker)
@@ -105,7 +114,7 @@ class TreeSampler:
             tree = self._tree()
             commands = {pid: _cmdline(pid) for pid in tree}
             policy = {pid for pid, command in commands.items() if "policy_server" in command}
-            policy |= {pid for pid, (parent, _) in tree.items() if parent in policy}
+            policy |= {pid for pid, stat in tree.items() if stat[0] in policy}
             for pid in policy:
                 self.policy_cpu[pid] = tree[pid][2]
             harness = {pid: stat[0] for pid, stat in tree.items() if pid not in policy}
@@ -121,9 +130,10 @@ class TreeSampler:
             steps = [pid for pid in steps if memory[pid][0] > 0]  # (one that ended meanwhile is not a busy slot)
             if not steps:
                 continue
-            self.per_slot.append(
-                (sum(m[0] for m in memory.values()) / len(steps), sum(m[1] for m in memory.values()) / len(steps))
-            )
+            sample = (sum(m[0] for m in memory.values()) / len(steps), sum(m[1] for m in memory.values()) / len(steps))
+            self.per_slot.append(sample)
+            if len(steps) == self.slots:
+                self.all_busy.append(sample)
             for kind in (FORK_SERVER, SPARE, "job step"):
                 self.kinds.setdefault(kind, []).append(sum(memory[pid][0] for pid in harness if kinds[pid] == kind))
 
@@ -157,7 +167,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         ]
         with open(workdir / "worker.log", "wb") as out:
             worker = subprocess.Popen(argv, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, env=env)
-        sampler = TreeSampler(worker.pid)
+        sampler = TreeSampler(worker.pid, args.slots)
         try:
             time.sleep(2.0)
             submit = sched.snakemake_argv(
@@ -178,8 +188,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             stop_embedded_server(workdir / ".labtasker")
     tree_cpu = usage.ru_utime + usage.ru_stime
     policy_cpu = sum(sampler.policy_cpu.values())
-    pss = [sample[0] for sample in sampler.per_slot]
-    rss = [sample[1] for sample in sampler.per_slot]
+    if sampler.failed is not None:
+        raise SystemExit(f"sampling the worker's processes failed: {sampler.failed}")
+    pss = [sample[0] for sample in sampler.per_slot] or [float("nan")]
+    rss = [sample[1] for sample in sampler.per_slot] or [float("nan")]
     return {
         "checkout": str(sched.REPO),
         "slots": args.slots,
@@ -191,6 +203,11 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "harness_cpu_s_per_batch": round((tree_cpu - policy_cpu) / max(1, batches), 3),
         "pss_mib_per_busy_slot": {"median": round(statistics.median(pss), 1), "max": round(max(pss), 1)},
         "rss_mib_per_busy_slot": {"median": round(statistics.median(rss), 1), "max": round(max(rss), 1)},
+        "every_slot_busy": {
+            "samples": len(sampler.all_busy),
+            "pss_mib_per_slot_median": round(statistics.median([s[0] for s in sampler.all_busy] or [float("nan")]), 1),
+            "rss_mib_per_slot_median": round(statistics.median([s[1] for s in sampler.all_busy] or [float("nan")]), 1),
+        },
         "pss_mib_by_kind_median": {kind: round(statistics.median(v), 1) for kind, v in sampler.kinds.items()},
         "samples": len(pss),
         "load_average": os.getloadavg(),
