@@ -18,9 +18,11 @@ after it inherit the parsed code, and their job steps skip parsing what did not 
 The server starts no thread and holds no lock while it forks; it is a child subreaper and reaps every child it
 forked (and any orphan of theirs), so none is left a zombie. On EOF on its stdin (the worker stopped or died) it
 forks no more, waits for its children (their own lifelines closed with the worker), kills what is left after a
-bound, and exits. When a preloaded module file changed since it was imported it forks no more spares and exits
-with STALE_EXIT: the worker starts a new server (what a fresh interpreter would import). When the server is gone
-otherwise the worker starts its spares as fresh interpreters again (evalwf/worker/job_steps.py): no batch is lost.
+bound, and exits. When a preloaded module file changed since it was imported it forks no more spares (that
+request's spare reads as gone: its step starts cold), closes its end of the requests (the worker's next request
+fails, and it starts a new server, which imports what a fresh interpreter would), reaps its spares as they end, and
+exits with STALE_EXIT. When the server is gone otherwise the worker starts its spares as fresh interpreters again
+(evalwf/worker/job_steps.py): no batch is lost.
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ def serve(requests: socket.socket, grace_s: float) -> int:
     memo = SnakefileMemo()
     memo.install()
     gc.freeze()  # what is imported now stays shared with the spares: the collector does not touch (copy) its pages
-    code = 0
+    retiring = False
     while True:
         ready = select.select([0, requests], [], [], REAP_EVERY_S)[0]
         _reap()
@@ -130,14 +132,29 @@ def serve(requests: socket.socket, grace_s: float) -> int:
         lifeline, status = fds
         try:
             if cold_reason(preloaded, cwd) is not None:
-                code = STALE_EXIT
-                break  # the fds close below: that spare reads as gone, the worker starts a new server
+                retiring = True
+                break  # the fds close below: that spare reads as gone
             _fork_spare(preloaded, requests, lifeline, status, grace_s)
         finally:
             os.close(lifeline)
             os.close(status)
+    if retiring:
+        return _retire(requests)
     _end_children()
-    return code
+    return 0
+
+
+def _retire(requests: socket.socket) -> int:
+    """Preloaded modules changed: serve no more (the worker's next request fails and it starts a new server), but
+    reap the spares still running until they end (their lifelines end them), then exit with STALE_EXIT."""
+    requests.close()
+    while children_of(os.getpid()):
+        if select.select([0], [], [], REAP_EVERY_S)[0] and not os.read(0, 4096):
+            _end_children()  # the worker stopped or died meanwhile
+            break
+        _reap()
+    _reap()
+    return STALE_EXIT
 
 
 def _end_children() -> None:
@@ -180,6 +197,8 @@ class ForkedSpare:
         self.args = [sys.executable, "-m", "evalwf.worker.fork_server", "(spare)"]
         self.returncode: int | None = None
         self._status = status
+        os.set_blocking(status, False)  # a slot's thread and the worker's may both poll: neither may block reading
+        self._lock = threading.Lock()
         self._pid: int | None = None
         self._buffer = b""
 
@@ -187,20 +206,28 @@ class ForkedSpare:
         """Read what the spare wrote on its status pipe, waiting up to timeout_s for something."""
         if self.returncode is not None:
             return
-        if not select.select([self._status], [], [], timeout_s)[0]:
+        try:
+            select.select([self._status], [], [], timeout_s)
+        except (OSError, ValueError):  # closed by another thread that read the end meanwhile
             return
-        chunk = os.read(self._status, 4096)
-        self._buffer += chunk
-        for line in self._buffer.decode(errors="replace").splitlines():
-            word, _, value = line.partition(" ")
-            if word == "pid" and value.isdigit():
-                self._pid = int(value)
-            elif word == "exit" and value.lstrip("-").isdigit():
-                self.returncode = int(value)
-        if not chunk and self.returncode is None:  # it died without saying how: killed
-            self.returncode = -signal.SIGKILL
-        if self.returncode is not None:
-            os.close(self._status)
+        with self._lock:
+            if self.returncode is not None:
+                return
+            try:
+                chunk = os.read(self._status, 4096)
+            except BlockingIOError:  # nothing (yet), or another thread read it first
+                return
+            self._buffer += chunk
+            for line in self._buffer.decode(errors="replace").splitlines():
+                word, _, value = line.partition(" ")
+                if word == "pid" and value.isdigit():
+                    self._pid = int(value)
+                elif word == "exit" and value.lstrip("-").isdigit():
+                    self.returncode = int(value)
+            if not chunk and self.returncode is None:  # it died without saying how: killed
+                self.returncode = -signal.SIGKILL
+            if self.returncode is not None:
+                os.close(self._status)
 
     @property
     def pid(self) -> int:
@@ -210,8 +237,7 @@ class ForkedSpare:
         return self._pid or 0
 
     def poll(self) -> int | None:
-        while self.returncode is None and select.select([self._status], [], [], 0)[0]:
-            self._read(0)
+        self._read(0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:

@@ -38,6 +38,7 @@ class JobSteps:
         self.spares: dict[int, SpareStep | ForkedSpare] = {}  # slot -> its next job step's pre-imported guardian
         self.fork_server: ForkServer | None = None  # started with the first spare
         self.fork_server_lost = False  # it died (not stale): spares start as fresh interpreters from then on
+        self.retired: list[ForkServer] = []  # fork servers whose imports went stale, still reaping their spares
         self.steps: dict[int, GuardedProcess] = {}  # slot -> its running job step
         self.discarding = 0  # spares being stopped right now (each takes up to a few seconds to exit)
         self.lock = threading.Lock()
@@ -56,22 +57,26 @@ class JobSteps:
                 log(f"slot {slot}: no warm job step ({error}); job steps start cold")
 
     def _forked_spare(self, workdir: str) -> ForkedSpare | None:
-        """A spare from the fork server (started now if there is none; restarted when its imports went stale), or
-        None once it died otherwise (the caller starts a fresh interpreter). (The caller holds the lock.)"""
+        """A spare from the fork server (started now if there is none, or anew when it retired because its imports
+        went stale), or None once it died otherwise (the caller starts a fresh interpreter). (The caller holds the
+        lock.)"""
         if not self.forked or self.fork_server_lost:
             return None
         server = self.fork_server
-        if server is not None and not server.alive():
-            server.stop(timeout_s=1.0)
-            if server.process.returncode != STALE_EXIT:
+        spare = server.spare() if server is not None else None
+        if spare is not None:
+            return spare
+        if server is not None:
+            if not server.alive() and server.process.returncode != STALE_EXIT:
                 code = server.process.returncode
                 log(f"the job-step fork server exited ({code}); spares start as fresh interpreters from now on")
                 self.fork_server_lost = True
+                server.stop(timeout_s=1.0)
                 return None
-            server = None
-        if server is None:
-            server = self.fork_server = ForkServer(cwd=workdir, grace_s=STEP_GRACE_S)
-        return server.spare()
+            self.retired.append(server)  # it reaps its running spares, then exits
+        self.retired = [old for old in self.retired if old.alive() or old.stop(timeout_s=1.0) is None]
+        self.fork_server = ForkServer(cwd=workdir, grace_s=STEP_GRACE_S)
+        return self.fork_server.spare()
 
     def discard_spare(self, slot: int) -> None:
         with self.lock:
@@ -88,9 +93,10 @@ class JobSteps:
         while self.stopping():
             time.sleep(0.05)
         with self.lock:
-            server, self.fork_server = self.fork_server, None
-        if server is not None:
-            server.stop()
+            servers, self.fork_server, self.retired = [self.fork_server, *self.retired], None, []
+        for server in servers:
+            if server is not None:
+                server.stop()
 
     def _discard(self, spare: SpareStep | ForkedSpare | None) -> None:
         if spare is None:
