@@ -62,13 +62,14 @@ format: venv
 	$(BIN)/snakefmt workflow
 
 # One pytest worker per core (TEST_WORKERS=1: one process, in file order); a file's tests stay on one worker, so its
-# module fixtures (a finished run shared by its tests) are built once.
+# module fixtures (a finished run shared by its tests) are built once. Files go out slowest first
+# (--no-loadscope-reorder keeps the order tests/file_order.py sets), so the run does not end on one busy core.
 TEST_WORKERS ?= 2
 test: lint libero-env test-tools py310-env
-	$(BIN)/python -m pytest -ra --durations=30 -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -ra --durations=30 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-fast: venv
-	$(BIN)/python -m pytest -ra -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -ra -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Only the real-simulator tests, inside the LIBERO interpreter (make test runs them there too).
 test-libero: libero-env

@@ -15,5 +15,5 @@ The framework, one folder per part (docs/architecture.md draws them and the data
 - cli/       `evalwf <subcommand>`: everything a user runs
 
 The benchmarks themselves live in the `benchmarks` package (one folder each, registered in benchmarks/registry.py).
-tests/core/test_import_boundaries.py holds every module to the diagram of docs/architecture.md.
+tests/layout/test_import_boundaries.py holds every module to the diagram of docs/architecture.md.
 """

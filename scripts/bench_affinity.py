@@ -1,4 +1,4 @@
-"""What policy affinity saves: the sweep of tests/executor/test_sweep.py (3 stand-in policies x 9 batches + 3
+"""What policy affinity saves: the sweep of tests/plugin/test_sweep.py (3 stand-in policies x 9 batches + 3
 manifests) through a real Labtasker server and a fresh pair of real workers, once with affinity and once with it
 switched off on the workers (EVAL_POLICY_AFFINITY=0).
 

@@ -33,7 +33,7 @@ REGISTRY = Path("benchmarks/registry.py")
 ENTRY_MODULE = "evalwf.job.sim_step"
 NODE_CHECKS_MODULE = "evalwf.job.sim_checks"  # the other entry point there: a node's checks (evalwf doctor, workers)
 # Laid out like upstream RoboTwin (imported as `envs...` with the checkout on sys.path), run by the same interpreter.
-STANDIN_CHECKOUT = Path("benchmarks/standin/robotwin_checkout")
+STANDIN_CHECKOUT = Path("benchmarks/robotwin/standin_checkout")
 # Never in a simulator's environment (invariant 9): a light-core module that needs one of them is an error. Any other
 # missing third-party package is the simulator's own (LIBERO's Pillow, RoboTwin's sapien), which the light
 # environment does not have: the module is then checked by compiling and scanning it, not by importing it.

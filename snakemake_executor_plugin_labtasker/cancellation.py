@@ -4,14 +4,22 @@ claimed)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 
 from evalwf.contract import JOB_STEP_PROGRESS
 from snakemake_executor_plugin_labtasker.status_query import MAX_IDS_PER_FILTER, _list_all
+
+if TYPE_CHECKING:
+    from labtasker.models import Task
 
 
 def job_step_started(task: Any) -> bool:
@@ -72,9 +80,9 @@ def park_pending(client: Any, task_ids: list[str], log: Callable[[str], None]) -
     return parked
 
 
-def _running(client: Any, task_ids: list[str]) -> dict[str, Any]:
+def _running(client: Any, task_ids: list[str]) -> dict[str, Task]:
     """The running tasks among task_ids (a few: one per worker), with their progress."""
-    found: dict[str, Any] = {}
+    found: dict[str, Task] = {}
     for ids in _id_chunks(task_ids):
         found.update({task.id: task for task in _list_all(client, f"{RUNNING} and {ids}")})
     return found
@@ -151,3 +159,55 @@ def cancel_tasks(
     if parts and summary:  # (a caller with its own message about these tasks says it there)
         (announce or log)(f"[labtasker] {why}: " + "; ".join(parts) + f". {RESUME}")
     return cancelled
+
+
+class Cancelling:
+    """The Executor's Ctrl-C side (a mixin of snakemake_executor_plugin_labtasker.Executor)."""
+
+    def cancel_jobs(self, active_jobs: list[SubmittedJobInfo]) -> None:
+        self._cancelling = True
+        with self.lock:
+            # no status round from here on: rounds would compete with the cancellation for the server (each
+            # cancelled task is a changed task), and Snakemake's shutdown then joins a status thread that is
+            # already done instead of waiting out its sleep (what RemoteExecutor.shutdown sets, set earlier)
+            self.wait = False
+        with self._sigint_deferred():
+            pool = getattr(self, "_submit_pool", None)
+            if pool is not None:
+                pool.stop()  # submissions in flight finish (their ids are in self._status), no new one starts
+            # Snakemake takes the jobs being checked out of active_jobs during a status round: also cancel every
+            # task this run submitted and has not seen finish
+            ids = list(dict.fromkeys([j.external_jobid for j in active_jobs if j.external_jobid] + list(self._status)))
+            try:
+                cancel_tasks(
+                    self.client,
+                    ids,
+                    self.campaign,
+                    include_running=self.settings.cancel_running,
+                    log=self.logger.info,
+                    why=self.interrupted_by,
+                    announce=self._announce,
+                )
+            except Exception as error:
+                self.logger.warning(f"[labtasker] cancelling tasks failed: {error}")
+            summary_is_the_last_word()
+
+    @contextlib.contextmanager
+    def _sigint_deferred(self) -> Iterator[None]:
+        """A second Ctrl-C (or a SIGHUP) while the tasks are being cancelled must not leave queued tasks behind for
+        workers to claim later: a Ctrl-C is answered with a line, and the cancellation (seconds) goes on."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)}
+        signal.signal(
+            signal.SIGINT,
+            lambda *_: self.logger.warning("[labtasker] still cancelling the queued tasks, a few seconds..."),
+        )
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # no terminal left to answer on
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the cancellation it asks for is under way
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -10,7 +10,7 @@ without a line each and without submitting them (Snakemake's --retries then find
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalwf.common.commands import evalwf_command
 from evalwf.queue.breaker import (
@@ -21,6 +21,9 @@ from evalwf.queue.breaker import (
     open_policies,
 )
 from snakemake_executor_plugin_labtasker.cancellation import PARKED_ROUTE, _id_chunks, cancel_tasks
+
+if TYPE_CHECKING:
+    from labtasker.models import Task
 
 DETAIL_LINES = 8  # of the log, in the one message
 # A stopped policy's tasks that fail for these reasons were said once, in its message.
@@ -111,7 +114,7 @@ class PolicyStops:
         return task.status == "failed" and error is not None and error.type in QUIET_ERRORS
 
 
-def queued_of(identity: str, jobs: Iterable[Any], tasks: dict[str, Any]) -> list[str]:
+def queued_of(identity: str, jobs: Iterable[Any], tasks: dict[str, Task]) -> list[str]:
     """The pending tasks among the active jobs of a policy."""
     return [
         job.external_jobid

@@ -7,10 +7,13 @@ import json
 import os
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalwf.common.commands import evalwf_command
 from evalwf.contract.failure import excerpt
+
+if TYPE_CHECKING:
+    from labtasker.models import Task
 
 PAGE_LIMIT = 1000  # Labtasker's maximum page size
 # A filter is at most 8192 bytes; an id is 14 characters plus quoting and separators.
@@ -32,12 +35,12 @@ def _list_all(client: Any, query: str, order_by: str = "created_at") -> list[Any
             return found
 
 
-def query_tasks(client: Any, task_ids: Iterable[str], campaign: str) -> dict[str, Any]:
+def query_tasks(client: Any, task_ids: Iterable[str], campaign: str) -> dict[str, Task]:
     """Current state of the given tasks, asked for by id in chunks of MAX_IDS_PER_FILTER (one call up to that
     many; never the whole campaign, whose finished tasks would come back too)."""
     del campaign  # the ids select exactly what is asked for
     wanted = sorted(set(task_ids))
-    found: dict[str, Any] = {}
+    found: dict[str, Task] = {}
     for start in range(0, len(wanted), MAX_IDS_PER_FILTER):
         for task in _list_all(client, _id_filter(wanted[start : start + MAX_IDS_PER_FILTER])):
             found[task.id] = task
@@ -63,12 +66,12 @@ class StatusPoller:
         self.campaign = campaign
         self.reconcile_every = reconcile_every
         self.overlap = timedelta(seconds=overlap_s)
-        self.latest: dict[str, Any] = {}
+        self.latest: dict[str, Task] = {}
         self.previous_round: datetime | None = None
         self.rounds = 0
         self.last_fetched = 0  # tasks the last round downloaded (for tests and benchmarks)
 
-    def poll(self, client: Any, task_ids: Iterable[str]) -> dict[str, Any]:
+    def poll(self, client: Any, task_ids: Iterable[str]) -> dict[str, Task]:
         wanted = set(task_ids)
         started = datetime.now(UTC)
         if self.previous_round is None or self.rounds % self.reconcile_every == 0:

@@ -34,10 +34,11 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from evalwf.contract import ADOPT_RUN_METADATA
-from snakemake_executor_plugin_labtasker.task_identity import TaskSpec
+from evalwf.contract.task_payload import TaskArgs
+from snakemake_executor_plugin_labtasker.task_identity import TaskMetadata, TaskSpec
 
 # Clocks of the submitter and a remote server may differ by this much; a task finishing this close to the
 # submitter's start is taken as finished during this run.
@@ -115,7 +116,18 @@ def _same_routes(task: Any, routes: list[str]) -> bool:
     return sorted(getattr(task, "routes", None) or []) == sorted(routes)
 
 
-def _changes(spec: TaskSpec, *, priority: int, max_attempts: int, routes: list[str]) -> dict[str, Any]:
+class TaskChanges(TypedDict):
+    """A task's fields a submission sets (created, or refreshed in place)."""
+
+    args: TaskArgs
+    metadata: TaskMetadata
+    name: str
+    priority: int
+    max_attempts: int
+    routes: list[str]
+
+
+def _changes(spec: TaskSpec, *, priority: int, max_attempts: int, routes: list[str]) -> TaskChanges:
     return {
         "args": spec.args,
         "metadata": spec.metadata,

@@ -4,7 +4,8 @@ The id depends only on what defines the job (workflow directory, Snakefile, rule
 outputs, policy identity), never on the attempt, the time or the submitting process, so a resubmitted or
 restarted campaign addresses the same task.
 
-The args NAME the job and carry no command line (invariant 6: queue access is not shell access): rule(s),
+The args (a TaskPayload, evalwf/contract/task_payload.py, sent as its to_task_args()) NAME the job and carry no
+command line (invariant 6: queue access is not shell access): rule(s),
 wildcards and Snakemake's target-job entries, the config files (relative to the workflow directory), the
 attempt, the latency wait and the files the job step waits for (the submitting Snakemake's temp directory: they
 change between Snakemake invocations; submission.py reconciles that with the existing task), outputs, logs and
@@ -22,10 +23,11 @@ import hashlib
 import json
 import os
 import shlex
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
-from evalwf.contract import PAYLOAD_KIND, PAYLOAD_VERSION, campaign_key
+from evalwf.contract import campaign_key
+from evalwf.contract.task_payload import TaskArgs, TaskPayload
 
 # Options of Snakemake's job step command that change what the job computes and cannot be carried as files.
 UNCARRIED_OPTIONS = ("--config", "-C", "--set-resources", "--set-threads", "--set-scatter", "--set-resource-scopes")
@@ -43,13 +45,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
 
 
-def _policy_of(job: Any) -> dict[str, Any] | None:
-    """The rule's `policy` param: what defines the policy's answers (the worker takes the policy itself, its
-    operational settings included, from the campaign's config files)."""
-    policy = _param(job, "policy")
-    return dict(policy) if isinstance(policy, dict) else None
-
-
 def _param(job: Any, name: str) -> Any:
     params = getattr(job, "params", None)
     value = getattr(params, name, None) if params is not None else None
@@ -58,10 +53,13 @@ def _param(job: Any, name: str) -> Any:
     return value
 
 
-def _policy_identity(job: Any, policy: dict[str, Any] | None) -> str | None:
-    """The workflow names it (the `policy_identity` param, the tag every result carries); a workflow that does not
-    is given a hash of its policy block."""
-    if policy is None:
+def _policy_identity(job: Any) -> str | None:
+    """The identity of the rule's `policy` param (what defines the policy's answers; the worker takes the policy
+    itself, its operational settings included, from the campaign's config files): the workflow names it (the
+    `policy_identity` param, the tag every result carries); a workflow that does not is given a hash of its policy
+    block. None: the job evaluates no policy."""
+    policy = _param(job, "policy")
+    if not isinstance(policy, dict):
         return None
     named = _param(job, "policy_identity")
     if isinstance(named, str) and named:
@@ -81,14 +79,44 @@ def _int_resource(resources: Any, name: str) -> int:
         return 0
 
 
+class TaskMetadata(TypedDict):
+    """What status rounds select a campaign's tasks by (Labtasker task metadata)."""
+
+    campaign: str
+    workflow: str
+    rule: str  # the job's rule, or "group"
+
+
+class JobStepFields(TypedDict):
+    """What a worker needs to rebuild Snakemake's job step, read from Snakemake's own job step command."""
+
+    configfiles: list[str]
+    target_jobs: list[str]
+    local_groupid: str | None
+    attempt: int
+    latency_wait: int
+    wait_for_files: list[str]
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     task_id: str
     name: str
-    args: dict[str, Any]
-    metadata: dict[str, Any]
-    outputs: list[str] = field(default_factory=list)  # absolute
-    logs: list[str] = field(default_factory=list)  # absolute
+    payload: TaskPayload
+    metadata: TaskMetadata
+
+    @property
+    def args(self) -> TaskArgs:
+        """What the Labtasker task's args hold."""
+        return self.payload.to_task_args()
+
+    @property
+    def outputs(self) -> list[str]:  # absolute
+        return list(self.payload.outputs)
+
+    @property
+    def logs(self) -> list[str]:  # absolute
+        return list(self.payload.logs)
 
     def outputs_exist(self) -> bool:
         return all(os.path.exists(path) for path in self.outputs)
@@ -131,7 +159,7 @@ def _inside_or_absolute(path: str, workdir: str) -> str:
     return absolute if relative == ".." or relative.startswith("../") else relative
 
 
-def job_step_fields(command: str, workdir: str, jobs: list[Any]) -> dict[str, Any]:
+def job_step_fields(command: str, workdir: str, jobs: list[Any]) -> JobStepFields:
     """What a worker needs to rebuild the job step that Snakemake would run for this job, read from Snakemake's
     own job step command (so it follows the installed Snakemake): never the command itself."""
     try:
@@ -171,7 +199,7 @@ def build_task_spec(job: Any, *, workdir: str, snakefile: str, command: str) -> 
     wildcards = [{k: str(v) for k, v in dict(j.wildcards.items()).items()} for j in jobs]
     outputs = sorted({os.path.normpath(os.path.join(workdir, str(f))) for j in jobs for f in j.output})
     logs = sorted({os.path.normpath(os.path.join(workdir, str(f))) for j in jobs for f in j.log})
-    policies = {_policy_identity(j, p): p for j in jobs if (p := _policy_of(j)) is not None}
+    policies = {identity for j in jobs if (identity := _policy_identity(j)) is not None}
     if len(policies) > 1:
         raise ValueError(f"group job {job.name} mixes several policies; group only batches of one policy")
     identity = next(iter(policies), None)
@@ -190,30 +218,26 @@ def build_task_spec(job: Any, *, workdir: str, snakefile: str, command: str) -> 
     gpus = max(_int_resource(j.resources, "gpu") for j in jobs)
     label = ",".join(f"{k}={v}" for wc in wildcards for k, v in wc.items())
     name = f"{'+'.join(dict.fromkeys(rules))}[{label}]" if label else "+".join(dict.fromkeys(rules))
-    args = {
-        "kind": PAYLOAD_KIND,
-        "version": PAYLOAD_VERSION,
-        "campaign": campaign_key(workdir),
-        "workdir": workdir,
-        "snakefile": snakefile_abs,
-        "rules": rules,
-        "wildcards": wildcards,
-        **job_step_fields(command, workdir, jobs),
-        "outputs": outputs,
-        "logs": logs,
-        "resources": {"gpu": gpus},
-        "policy_identity": identity,
-    }
-    metadata = {
+    fields = job_step_fields(command, workdir, jobs)
+    payload = TaskPayload(
+        workdir=workdir,
+        snakefile=snakefile_abs,
+        configfiles=tuple(fields["configfiles"]),
+        rules=tuple(rules),
+        wildcards=tuple(tuple(wc.items()) for wc in wildcards),
+        target_jobs=tuple(fields["target_jobs"]),
+        local_groupid=fields["local_groupid"],
+        attempt=fields["attempt"],
+        latency_wait=fields["latency_wait"],
+        wait_for_files=tuple(fields["wait_for_files"]),
+        outputs=tuple(outputs),
+        logs=tuple(logs),
+        gpus=gpus,
+        policy_identity=identity,
+    )
+    metadata: TaskMetadata = {
         "campaign": campaign_key(workdir),
         "workflow": workdir,
         "rule": rules[0] if len(rules) == 1 else "group",
     }
-    return TaskSpec(
-        task_id=task_id,
-        name=name[:MAX_NAME_CHARS],
-        args=args,
-        metadata=metadata,
-        outputs=outputs,
-        logs=logs,
-    )
+    return TaskSpec(task_id=task_id, name=name[:MAX_NAME_CHARS], payload=payload, metadata=metadata)

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from file_order import FileSecondsRecorder, expected_seconds, order_by_expected_seconds, recorded_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEFILE = REPO / "workflow" / "Snakefile"
@@ -30,6 +34,13 @@ def frames_shown(output: str) -> list[str]:
     """The traceback lines in a command's output: Python's ("Traceback (most recent call last):") and the frames
     Snakemake prints after an error's message ('  File "...", line N, in function')."""
     return [line for line in output.splitlines() if line.startswith("Traceback") or line.startswith('  File "')]
+
+
+def missing_facts(message: str, *facts: str) -> list[str]:
+    """The facts (a key, a value, a path, the fix) a message fails to carry. Message tests assert these, not the
+    whole sentence, so rewording a message breaks no test while dropping a fact does:
+    `assert not missing_facts(line, "1/4 batches done", "2 running"), line`."""
+    return [fact for fact in facts if fact not in message]
 
 
 def standin_config(results_dir: Path, **overrides: Any) -> dict[str, Any]:
@@ -142,6 +153,78 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
     return counts
 
 
+@dataclass(frozen=True)
+class FinishedRun:
+    """A finished local-profile stand-in run: its working directory, config file and config."""
+
+    workdir: Path
+    configfile: Path
+    config: dict[str, Any]
+
+    @property
+    def benchmark_dir(self) -> Path:
+        return Path(self.config["results_dir"]) / self.config["run"] / "standin"
+
+
+def finished_run_config(workdir: Path) -> dict[str, Any]:
+    """The shape every reader of the shared finished run needs, and no more: three tasks (the report's 15/15
+    episodes, two suites, a paper's figures to compare with), two batches per task (the gallery gathers failures
+    across batches) and failures' videos (the gallery), short episodes."""
+    section = {
+        "suites": {"alpha": ["reach", "push"], "beta": ["open"]},
+        "episodes_per_task": 5,
+        "batch_size": 3,
+        "max_steps": 15,
+        "record_video": "failures",
+    }
+    reference = {"source": "made-up paper", "standin": {"alpha": 75.0, "beta": 10.0}}
+    return standin_config(workdir, standin=section, reference=reference)
+
+
+@pytest.fixture(scope="session")
+def finished_standin_run(tmp_path_factory: pytest.TempPathFactory) -> FinishedRun:
+    """One finished stand-in run per pytest run, for the tests that only read one (report, gallery): each built
+    its own before. Under xdist the workers share it through a lock in their common temporary directory, so it is
+    built once. A test must not change it: one that deletes or corrupts results runs its own."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # pytest-N/, above each worker's popen-gwN/
+    workdir = shared / "finished-standin-run"
+    config = finished_run_config(workdir)
+    configfile = workdir / "campaign.yaml"
+    with open(shared / "finished-standin-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        finished = workdir / ".finished"
+        if not finished.exists():
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir()
+            write_config(configfile, config)
+            run_snakemake(workdir, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
+            finished.touch()
+    return FinishedRun(workdir, configfile, config)
+
+
 @pytest.fixture
 def snakemake_runner() -> Callable[..., subprocess.CompletedProcess[str]]:
     return run_snakemake
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist (make test), the slowest files first, so the run does not end on one core (tests/file_order.py)."""
+    if hasattr(config, "workerinput"):
+        order_by_expected_seconds(items, expected_seconds(items, recorded_seconds()))
+
+
+_RECORDER = FileSecondsRecorder()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _RECORDER.add(report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """EVALWF_RECORD_FILE_SECONDS=tests/file_seconds.json: record this run's seconds per file (in the process that
+    saw every report: the xdist controller, or the only process)."""
+    target = os.environ.get("EVALWF_RECORD_FILE_SECONDS")
+    if target and not hasattr(session.config, "workerinput"):
+        _RECORDER.write(Path(target))

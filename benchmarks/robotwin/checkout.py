@@ -1,4 +1,4 @@
-"""Import a RoboTwin checkout (real, or the stand-in under benchmarks/standin/robotwin_checkout) the way
+"""Import a RoboTwin checkout (real, or the stand-in under benchmarks/robotwin/standin_checkout) the way
 upstream's script/eval_policy.py does: from its root directory, with `envs` and `description/utils` importable.
 
 Nothing here is imported at Snakefile parse time except `resolve_root`, `task_config_sha256` and
@@ -31,7 +31,7 @@ _CHECKOUT_MODULES = ("envs", "generate_episode_instructions")
 
 def resolve_root(configured: str | None) -> Path | None:
     """robotwin_root as configured: absolute, or relative to the project root (evalwf.common.paths: the directory
-    holding the benchmarks package, where benchmarks/standin/robotwin_checkout is found in a checkout and a wheel)."""
+    holding the benchmarks package, where benchmarks/robotwin/standin_checkout is found in a checkout and a wheel)."""
     if not configured:
         return None
     path = Path(os.path.expanduser(configured))
@@ -162,7 +162,7 @@ class RobotwinCheckout:
             raise ConfigError(
                 f"{what} needs a RoboTwin checkout: set benchmarks.robotwin.robotwin_root in the config to a clone "
                 "of RoboTwin-Platform/RoboTwin (branch stable_2.0, assets downloaded, simulator environment "
-                "active), or to benchmarks/standin/robotwin_checkout for the stand-in"
+                "active), or to benchmarks/robotwin/standin_checkout for the stand-in"
             )
         if not root.exists():
             raise ConfigError(f"{what}: benchmarks.robotwin.robotwin_root {root} does not exist on this machine")

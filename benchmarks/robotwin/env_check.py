@@ -10,7 +10,7 @@ writes its "installed" stamp are this module:
 
 prints one line per check with its fix; exit status 0 when every check passed, 1 otherwise.
 
-The stand-in checkout (benchmarks/standin/robotwin_checkout, a file named STANDIN at its root) has no simulator:
+The stand-in checkout (benchmarks/robotwin/standin_checkout, a file named STANDIN at its root) has no simulator:
 for it only the checkout and the task module are checked. Runs on Python 3.10 (light core only at import).
 """
 

@@ -32,14 +32,14 @@ class StandinAdapter(BenchmarkAdapter[StandinSettings]):
         for suite, tasks in settings.suites.items():
             if suite not in SUITES:
                 raise ConfigError(
-                    f"invalid config: config key 'benchmarks.standin.suites.{suite}': unknown suite; "
+                    f"invalid config: config key 'benchmarks.{self.name}.suites.{suite}': unknown suite; "
                     f"known: {', '.join(SUITES)}"
                 )
             chosen = SUITES[suite] if tasks == "all" else tasks
             unknown = [t for t in chosen if t not in SUITES[suite]]
             if unknown:
                 raise ConfigError(
-                    f"invalid config: config key 'benchmarks.standin.suites.{suite}': unknown task(s) "
+                    f"invalid config: config key 'benchmarks.{self.name}.suites.{suite}': unknown task(s) "
                     f"{', '.join(map(str, unknown))}; known: {', '.join(SUITES[suite])}"
                 )
             refs.extend(TaskRef(self.name, suite, task) for task in chosen)

@@ -1,7 +1,7 @@
 """Where this package lives, found with importlib.resources (so an installed wheel works as a checkout does).
 
 PROJECT_ROOT is the directory holding the `evalwf` and `benchmarks` packages: a checkout's root, or site-packages of
-an installed wheel (which ships benchmarks/standin/robotwin_checkout too). Relative paths in a config
+an installed wheel (which ships benchmarks/robotwin/standin_checkout too). Relative paths in a config
 (benchmarks.<name>.python, benchmarks.robotwin.robotwin_root) are resolved against it, and simulator steps get
 it on PYTHONPATH. The workflow, config and profiles folders sit at a checkout's root; a wheel carries them inside
 the package (pyproject.toml force-include): `shipped` finds either. `python -m evalwf.common.paths` prints the

@@ -5,7 +5,7 @@ resource names both sides use, the campaign key, and the rules both sides apply 
 Names and pure functions only (and the failure cause file, written with evalwf.common.atomic). Never imports a
 part of evalwf other than common, nor a benchmark, Snakemake or Labtasker, so the plugin, a worker, `status` or a
 simulator's own interpreter (Python 3.10, standard library) can import it; the plugin imports nothing of evalwf
-but this and evalwf.queue (tests/core/test_import_boundaries.py). Its modules:
+but this and evalwf.queue (tests/layout/test_import_boundaries.py). Its modules:
 
 - this one: payload kind, version and keys, queue defaults and variables, resource names, campaign_key;
 - affinity: the policy-affinity routes a batch is queued on and a worker claims from;

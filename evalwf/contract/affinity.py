@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalwf.contract.task_payload import TaskArgs
 
 AFFINITY_ENV = "EVAL_POLICY_AFFINITY"  # "0" on a worker: claim on the plain route only (for comparison)
 
@@ -21,7 +24,7 @@ def affinity_route(route: str, identity: str) -> str:
     return f"{route[:110]}.p-{digest}"
 
 
-def task_routes(route: str, args: dict[str, Any]) -> list[str]:
+def task_routes(route: str, args: TaskArgs) -> list[str]:
     """The routes of a task (its payload `args`): its route, plus its policy's affinity route when it is a batch
     of a campaign with several policies (the workflow then names the policy as a {policy} wildcard). A campaign of
     one policy keeps the plain route alone, as before."""

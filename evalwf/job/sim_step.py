@@ -18,7 +18,7 @@ which the job step raises as its own error (evalwf.job.interpreter).
 
 This module and everything it imports (the light core: scripts/light_core.py lists it) need only numpy, msgpack,
 websockets, PyYAML and jsonschema, and run on Python >= 3.10 with numpy >= 1.26: never Snakemake, Labtasker or
-pandas. `make lint` checks that on Python 3.10 (scripts/light_core.py --check, tests/core/test_light_core.py), and
+pandas. `make lint` checks that on Python 3.10 (scripts/light_core.py --check, tests/layout/test_light_core.py), and
 tests/workflow/test_simulator_interpreter.py runs campaigns through that interpreter, a virtualenv that has none of
 them. The benchmark's adapter imports its simulator lazily.
 """

@@ -36,10 +36,10 @@ import secrets
 import socket
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from evalwf.common.atomic import atomic_write_text
 
@@ -53,6 +53,32 @@ NO_GENERATION = "none"  # tasks queued by no submitter of this version: one gene
 _PERMIT = re.compile(r"start-(\d+)\.(json|ok|failed|aborted)")
 _OUTCOME_RANK = {"aborted": 1, "ok": 2, "failed": 3}
 _ID_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+# A value a breaker file holds, as json.loads gives it.
+JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+JsonRecord = dict[str, JsonValue]
+
+
+class _FailureWhere(TypedDict, total=False):
+    log: str  # host:path of the server log (start) or of the job step log (batch)
+    detail: str  # the last lines of that log
+
+
+class Failure(_FailureWhere):
+    """Why a start or a batch failed, as the worker records it (open.json quotes the one that opened the breaker)."""
+
+    reason: str
+
+
+@dataclass
+class Permit:
+    """What the files of one numbered start permit say: who took it until when, and how it ended."""
+
+    outcome: str | None = None  # ok | failed | aborted; None while its start is in progress
+    holder: JsonValue = None  # Holder's fields, as its taker wrote them
+    deadline: float | None = None  # its startup timeout, as a time.time()
+    failure: JsonRecord = field(default_factory=dict)  # a failed start's Failure, with "at"
 
 
 class CircuitOpen(Exception):
@@ -75,7 +101,7 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")  # noqa: UP017 (Python 3.10)
 
 
-def _write_once(path: Path, data: dict[str, Any]) -> bool:
+def _write_once(path: Path, data: JsonRecord) -> bool:
     """Create `path` holding `data`, complete, unless it exists: whether this call created it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
@@ -89,7 +115,7 @@ def _write_once(path: Path, data: dict[str, Any]) -> bool:
         temporary.unlink()
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: Path) -> JsonRecord | None:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -155,7 +181,7 @@ class OpenRecord:
         )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> OpenRecord | None:
+    def from_dict(cls, data: JsonRecord) -> OpenRecord | None:
         try:
             return cls(**{name: data[name] for name in cls.__dataclass_fields__})
         except (KeyError, TypeError):
@@ -234,7 +260,7 @@ class PolicyBreaker:
         if record is not None:
             raise CircuitOpen(record)
 
-    def _open(self, kind: str, failure: dict[str, Any], failures: int) -> OpenRecord:
+    def _open(self, kind: str, failure: Failure | JsonRecord, failures: int) -> OpenRecord:
         """Open (the first writer's record stands) and return the record that stands."""
         record = OpenRecord(
             identity=self.identity,
@@ -251,37 +277,40 @@ class PolicyBreaker:
 
     # server starts ------------------------------------------------------------------------------------------------
 
-    def _permits(self) -> dict[int, dict[str, Any]]:
-        """number -> {"holder": {...}, "deadline": t, "outcome": ok|failed|aborted|None, "failure": {...}}"""
-        permits: dict[int, dict[str, Any]] = {}
+    def _permits(self) -> dict[int, Permit]:
+        """number -> what its files say."""
+        permits: dict[int, Permit] = {}
         with contextlib.suppress(FileNotFoundError):
             for name in os.listdir(self.directory):
                 match = _PERMIT.fullmatch(name)
                 if match is None:
                     continue
-                entry = permits.setdefault(int(match.group(1)), {"outcome": None})
+                entry = permits.setdefault(int(match.group(1)), Permit())
                 kind = match.group(2)
                 if kind == "json":
-                    entry.update(_read(self.directory / name) or {})
-                elif _OUTCOME_RANK[kind] > _OUTCOME_RANK.get(entry["outcome"], 0):
-                    entry["outcome"] = kind  # its holder's failure stands over a waiter's "abandoned"
+                    taken = _read(self.directory / name) or {}
+                    entry.holder = taken.get("holder")
+                    deadline = taken.get("deadline")
+                    if isinstance(deadline, (int, float)) and not isinstance(deadline, bool):
+                        entry.deadline = float(deadline)
+                elif _OUTCOME_RANK[kind] > _OUTCOME_RANK.get(entry.outcome or "", 0):
+                    entry.outcome = kind  # its holder's failure stands over a waiter's "abandoned"
                     if kind == "failed":
-                        entry["failure"] = _read(self.directory / name) or {}
+                        entry.failure = _read(self.directory / name) or {}
         return permits
 
-    def _expire_abandoned(self, permits: dict[int, dict[str, Any]], now: float) -> None:
+    def _expire_abandoned(self, permits: dict[int, Permit], now: float) -> None:
         for number, entry in permits.items():
-            if entry["outcome"] is not None or "deadline" not in entry:
+            if entry.outcome is not None or entry.deadline is None:
                 continue
-            holder = entry.get("holder") or {}
             try:
-                gone = Holder(**holder).gone()
+                gone = Holder(**entry.holder).gone() if isinstance(entry.holder, dict) else False
             except TypeError:
                 gone = False
-            if gone or now > float(entry["deadline"]) + ABANDONED_AFTER_S:
+            if gone or now > entry.deadline + ABANDONED_AFTER_S:
                 why = "its worker is gone" if gone else "its worker reported nothing after its startup timeout"
                 _write_once(self.directory / f"start-{number:04d}.aborted", {"reason": why, "at": _now_iso()})
-                entry["outcome"] = "aborted"
+                entry.outcome = "aborted"
 
     def acquire_start(self, holder: Holder, timeout_s: float, stop: threading.Event) -> StartPermit | None:
         """Permission to start this policy's server: None when no permit is needed (the breaker is off, or a start
@@ -295,11 +324,11 @@ class PolicyBreaker:
                 return None
             permits = self._permits()
             self._expire_abandoned(permits, time.time())
-            failed = [entry for entry in permits.values() if entry["outcome"] == "failed"]
+            failed = [entry for entry in permits.values() if entry.outcome == "failed"]
             if len(failed) >= self.max_failures:
-                latest = max(failed, key=lambda entry: str(entry.get("failure", {}).get("at", "")))
-                raise CircuitOpen(self._open("start", latest.get("failure", {}), len(failed)))
-            counting = [number for number, entry in permits.items() if entry["outcome"] != "aborted"]
+                latest = max(failed, key=lambda entry: str(entry.failure.get("at", "")))
+                raise CircuitOpen(self._open("start", latest.failure, len(failed)))
+            counting = [number for number, entry in permits.items() if entry.outcome != "aborted"]
             if len(counting) < self.max_failures:
                 number = max(permits, default=0) + 1
                 taken = {"holder": asdict(holder), "taken_at": time.time(), "deadline": time.time() + timeout_s}
@@ -315,7 +344,7 @@ class PolicyBreaker:
         if self.enabled and not (self.directory / "batch-ok").exists():
             _write_once(self.directory / "batch-ok", {"at": _now_iso()})
 
-    def batch_failed(self, task_id: str, signature: str | None, failure: dict[str, Any]) -> OpenRecord | None:
+    def batch_failed(self, task_id: str, signature: str | None, failure: Failure) -> OpenRecord | None:
         """Record a batch's failure (its first one: a retry of the same batch adds nothing); returns the record when
         this opened the breaker: max_failures distinct batches failed, none succeeded, all with one signature."""
         if not self.enabled or (self.directory / "batch-ok").exists():
@@ -342,7 +371,7 @@ class StartPermit:
         self.breaker = breaker
         self.number = number
 
-    def _outcome(self, outcome: str, data: dict[str, Any]) -> bool:
+    def _outcome(self, outcome: str, data: JsonRecord) -> bool:
         return _write_once(self.breaker.directory / f"start-{self.number:04d}.{outcome}", {**data, "at": _now_iso()})
 
     def succeeded(self) -> None:
@@ -353,11 +382,11 @@ class StartPermit:
         """Not the policy's doing (the worker was told to stop): the start does not count."""
         self._outcome("aborted", {"reason": why})
 
-    def failed(self, failure: dict[str, Any]) -> tuple[int, OpenRecord | None]:
+    def failed(self, failure: Failure) -> tuple[int, OpenRecord | None]:
         """(failed starts so far, the open record when this opened the breaker)."""
         self._outcome("failed", failure)
         permits = self.breaker._permits()
-        failed = sum(1 for entry in permits.values() if entry["outcome"] == "failed")
+        failed = sum(1 for entry in permits.values() if entry.outcome == "failed")
         proven = (self.breaker.directory / "proven").exists()
         if failed >= self.breaker.max_failures and not proven:
             return failed, self.breaker._open("start", failure, failed)

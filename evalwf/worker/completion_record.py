@@ -17,6 +17,7 @@ from typing import Any
 
 from evalwf.common.atomic import atomic_write_text
 from evalwf.contract import ADOPT_RUN_METADATA
+from evalwf.worker.queue_client import TaskResult
 
 
 def record_path(workdir: str, task_id: str, run_id: str) -> Path:
@@ -29,7 +30,7 @@ def _stamp(path: str) -> list[int]:
     return [info.st_size, info.st_mtime_ns]
 
 
-def write_record(workdir: str, task_id: str, run_id: str, outputs: list[str], result: dict[str, Any]) -> None:
+def write_record(workdir: str, task_id: str, run_id: str, outputs: list[str], result: TaskResult) -> None:
     """Record that run `run_id` of the task succeeded with these outputs (published atomically)."""
     path = record_path(workdir, task_id, run_id)
     record = {"task": task_id, "run": run_id, "outputs": {p: _stamp(p) for p in outputs}, "result": result}
@@ -45,7 +46,7 @@ def lost_run(task: Any) -> str | None:
     return named if isinstance(named, str) and named else None
 
 
-def recorded_result(workdir: str, task_id: str, run_id: str, outputs: list[str]) -> tuple[dict[str, Any] | None, str]:
+def recorded_result(workdir: str, task_id: str, run_id: str, outputs: list[str]) -> tuple[TaskResult | None, str]:
     """(the run's result, "") when it recorded its success and its outputs are still the files it wrote; else
     (None, why not)."""
     path = record_path(workdir, task_id, run_id)

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalwf.contract import CLIENT_TOKEN_ENV, WORKER_ID_ENV, WORKER_REFUSING_KEY, campaign_key
+from evalwf.contract import CLIENT_TOKEN_ENV, WORKER_ID_ENV, campaign_key
+from evalwf.contract.task_payload import payload_campaign
 from evalwf.queue.embedded_server import EmbeddedServerKeeper
 from evalwf.queue.endpoint import QueueEndpoint
 from evalwf.queue.tls import connection_problem
 from evalwf.worker import queue_client
-from evalwf.worker.job_payload import payload_campaign
 from evalwf.worker.job_steps import JobSteps
 from evalwf.worker.log import log
 from evalwf.worker.node_gate import NodeGate
@@ -156,12 +156,12 @@ class GpuWorker:
     def _publish_refusals(self, refusing: dict[str, dict[str, str]]) -> None:
         try:
             if self.observer is not None:
-                self.observer.update(**{WORKER_REFUSING_KEY: refusing})
+                self.observer.update(refusing)
         except Exception as error:  # the registration is best effort: the refusal stands, the log says it
             log(f"could not show the refusals in this worker's queue registration: {error}")
         self.status.write()
 
-    def _observed_as(self) -> dict[str, Any]:
+    def _observed_as(self) -> queue_client.WorkerObservation:
         return {"worker": self.worker_id, "host": self.host, "pid": os.getpid(), "gpu": self.gpu, "slots": self.slots}
 
     def _run_slots(self) -> int:

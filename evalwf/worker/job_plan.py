@@ -16,7 +16,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 from evalwf.plan.campaign import BatchPlan, Campaign, PolicyCampaign, TaskPlan
 from evalwf.plan.manifest import load_manifest
@@ -67,6 +66,6 @@ def planned_jobs(campaign: Campaign, workdir: str) -> dict[tuple[str, Wildcards]
     return jobs
 
 
-def written_directories(config: dict[str, Any], workdir: str) -> list[str]:
-    """Where the campaign's jobs write (its results and its manifest cache), absolute: never a place for code."""
-    return [_absolute(config["results_dir"], workdir), _absolute(config["manifest_cache"], workdir)]
+def written_directories(results_dir: str, manifest_cache: str, workdir: str) -> list[str]:
+    """Where a campaign's jobs write (its results and its manifest cache), absolute: never a place for code."""
+    return [_absolute(results_dir, workdir), _absolute(manifest_cache, workdir)]

@@ -13,24 +13,24 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
 from benchmarks import registry
 from evalwf.benchmark.node_checks import CheckResult
 from evalwf.common.commands import evalwf_command
+from evalwf.contract.task_payload import target_job_wildcards
 from evalwf.job.node_probe import check_benchmark, node_ready
-from evalwf.worker.job_payload import target_job_wildcards
 
 REFUSAL_BACKOFF_S = (1.0, 10.0)  # a refused task goes back to the queue; the slot waits before claiming again
 Verdict = tuple[str, ...]  # the failed checks' reasons; empty: the node can run it
 
 
-def task_benchmarks(args: dict[str, Any]) -> list[str]:
+def task_benchmarks(target_jobs: Iterable[str]) -> list[str]:
     """The registered benchmarks a (validated) payload's target jobs name in their `benchmark` wildcard."""
     found = []
-    for entry in args.get("target_jobs") or []:
+    for entry in target_jobs:
         value = target_job_wildcards(entry).get("benchmark")
         if value in registry.names() and value not in found:
             found.append(value)
@@ -73,9 +73,9 @@ class NodeGate:
         self._lock = threading.Lock()
         self._refused_in_a_row = 0
 
-    def refusal(self, args: dict[str, Any], configfiles: list[str], campaign: str) -> str | None:
-        """Why this worker must not run the task (a benchmark it names failed its checks here), or None."""
-        for benchmark in task_benchmarks(args):
+    def refusal(self, target_jobs: Iterable[str], configfiles: list[str], campaign: str) -> str | None:
+        """Why this worker must not run the task (a benchmark its target jobs name failed its checks here), or None."""
+        for benchmark in task_benchmarks(target_jobs):
             verdict = self.verdict(tuple(configfiles), benchmark, campaign)
             if verdict:
                 self._refused_in_a_row += 1

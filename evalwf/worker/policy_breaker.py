@@ -15,7 +15,6 @@ import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from evalwf.common.hashing import short_hash
 from evalwf.policy.client import PolicyServerError
@@ -23,6 +22,7 @@ from evalwf.policy.spec import PolicySpec
 from evalwf.queue.breaker import (
     CIRCUIT_OPEN_ERROR,
     CircuitOpen,
+    Failure,
     Holder,
     PermitWaitStopped,
     PolicyBreaker,
@@ -158,7 +158,11 @@ class WorkerBreakers:
                     permit.aborted("the worker was stopping")
                     raise
                 reason = LOG_SUFFIX.sub("", str(error).splitlines()[0] if str(error) else type(error).__name__)
-                failure = {"reason": reason, "log": f"{self.host}:{log_path}", "detail": _tail(log_path, DETAIL_CHARS)}
+                failure: Failure = {
+                    "reason": reason,
+                    "log": f"{self.host}:{log_path}",
+                    "detail": _tail(log_path, DETAIL_CHARS),
+                }
                 failed, opened = permit.failed(failure)
                 allowed = breaker.max_failures
                 if opened is not None:
@@ -191,7 +195,7 @@ class WorkerBreakers:
                 return
             text = _tail(log_path, LOG_TAIL_BYTES) if log_path is not None else ""
             cause = cause or failure_cause(text)
-            failure: dict[str, Any] = {
+            failure: Failure = {
                 "reason": cause or "the job step failed (no cause found in its log)",
                 "log": f"{self.host}:{log_path}",
                 "detail": error_context(text, cause),

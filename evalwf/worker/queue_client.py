@@ -2,16 +2,54 @@
 registration with the queue (a worker observation).
 
 Labtasker 2.8 exposes these only as private client methods (`Client._claim`, ...), which a Labtasker upgrade may
-change without notice: they are called here and nowhere else, and tests/runtime/test_queue_client_contract.py
+change without notice: they are called here and nowhere else, and tests/worker/test_queue_client_contract.py
 checks their signatures against the pinned version, so a change fails loudly instead of breaking workers.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, TypedDict
 
 MAX_MESSAGE_CHARS = 8000
+
+
+class _Adoption(TypedDict, total=False):
+    duration_s: float  # how long its job step ran
+    policy_server_loads: int  # policy servers this worker started so far
+    worker_log: str  # host:path of the job step's log
+    adopted: str  # why outputs that exist were taken as the result (no job step ran)
+    adopted_run: str  # the run whose lost report this completes
+    adopted_by: str  # the worker that adopted it
+
+
+class TaskResult(_Adoption):
+    """What a worker reports with a completed task (the task's `result`; `evalwf task` and the submitter read it)."""
+
+    worker: str
+    gpu: str
+
+
+class JobStepProgress(TypedDict):
+    """The progress a worker reports when a job step starts (a submitter's Ctrl-C cancels claimed tasks without)."""
+
+    job_step: str  # contract.JOB_STEP_PROGRESS: "started"
+    worker: str
+    log: str
+
+
+class _Refusals(TypedDict, total=False):
+    refusing: dict[str, dict[str, str]]  # contract.WORKER_REFUSING_KEY: {campaign: {benchmark: reason and fix}}
+
+
+class WorkerObservation(_Refusals):
+    """A worker's registration metadata (its Labtasker worker observation)."""
+
+    worker: str
+    host: str
+    pid: int
+    gpu: str
+    slots: int
 
 
 def claim(client: Any, *, route: str, run_id: str) -> Any:
@@ -23,11 +61,11 @@ def heartbeat(client: Any, claim: Any) -> Any:
     return client._heartbeat(task_id=claim.task.id, run_id=claim.run_id)
 
 
-def report_progress(client: Any, claim: Any, progress: dict[str, Any]) -> None:
+def report_progress(client: Any, claim: Any, progress: JobStepProgress) -> None:
     client._report_progress(task_id=claim.task.id, run_id=claim.run_id, progress=progress)
 
 
-def complete(client: Any, claim: Any, result: dict[str, Any]) -> None:
+def complete(client: Any, claim: Any, result: TaskResult) -> None:
     client._complete(task_id=claim.task.id, run_id=claim.run_id, result=result)
 
 
@@ -46,7 +84,7 @@ def unclaim(client: Any, claim: Any) -> None:
     client._unclaim(task_id=claim.task.id, run_id=claim.run_id)
 
 
-def observe_worker(client: Any, *, route: str, metadata: dict[str, Any]) -> Any:
+def observe_worker(client: Any, *, route: str, metadata: WorkerObservation) -> Any:
     """Register this worker with the queue (a Labtasker worker observation: what `count_workers` /
     `list_workers` report, and what a submitter checks before warning that no worker is running). Returns
     Labtasker's own reporter, a context manager: entering registers (then re-reports every minute from a
@@ -62,8 +100,8 @@ class WorkerRegistration:
     refuses, for the submitter to show): Labtasker's reporter fixes its metadata when it is made, so a change
     registers a new observation and then withdraws the old one (never a moment with none)."""
 
-    def __init__(self, client: Any, *, route: str, metadata: dict[str, Any]):
-        self._client, self._route, self.metadata = client, route, dict(metadata)
+    def __init__(self, client: Any, *, route: str, metadata: WorkerObservation):
+        self._client, self._route, self.metadata = client, route, metadata.copy()
         self._reporter = observe_worker(client, route=route, metadata=self.metadata)
         self._entered = False
         self._task_id: str | None = None
@@ -89,10 +127,10 @@ class WorkerRegistration:
             self._task_id = task_id
             self._reporter.activity(task_id)
 
-    def update(self, **metadata: Any) -> None:
-        """Report `metadata` (merged into what was registered) from now on."""
+    def update(self, refusing: dict[str, dict[str, str]]) -> None:
+        """Report what this worker refuses (merged into what was registered) from now on."""
         with self._lock:
-            merged = {**self.metadata, **metadata}
+            merged: WorkerObservation = {**self.metadata, "refusing": refusing}
             if merged == self.metadata:
                 return
             self.metadata = merged

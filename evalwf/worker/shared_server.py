@@ -7,11 +7,30 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, PolicySpec
 from evalwf.worker.log import log
 from evalwf.worker.policy_server import GuardedPolicyServer
+
+
+class _ServerLoadingDetails(TypedDict, total=False):
+    policy_server_loading_since: str  # ISO time
+    policy_server_timeout_s: float
+    policy_server_log: str
+
+
+class ServerLoading(_ServerLoadingDetails):
+    policy_identity: str
+
+
+class ServerState(_ServerLoadingDetails, total=False):
+    """What status.json says of the policy server: loading (since, timeout, log), external, ready / dead, none."""
+
+    policy_server_state: str
+    policy_identity: str
+    policy_server_loads: int
+    policy_server_alive: bool
 
 
 class Stopping(Exception):
@@ -33,11 +52,11 @@ class SharedPolicyServer:
         self.on_change = on_change
         self.cond = threading.Condition()
         self.users = 0
-        self.loading: dict[str, Any] | None = None  # identity, since, timeout_s, log of a server starting now
+        self.loading: ServerLoading | None = None  # the server starting now
         self.external_users = 0
         self.external_identity: str | None = None  # the external policy last used
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> ServerState:
         """For status.json: "loading" (since when, timeout, log), "external", "ready" / "dead" (loads) or "none"."""
         loading = self.loading
         if loading is not None:

@@ -9,10 +9,13 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from evalwf.common.atomic import atomic_write_text
 from evalwf.contract import WORKER_REFUSING_KEY
+
+if TYPE_CHECKING:
+    from evalwf.worker.shared_server import ServerState
 
 # What became of the tasks a worker claimed (status.json's "tasks"; the worker's last log line).
 TASK_OUTCOMES = (
@@ -27,14 +30,26 @@ TASK_OUTCOMES = (
 )
 
 
+class WorkerIdentity(TypedDict):
+    """Who writes a status.json."""
+
+    worker_id: str
+    host: str
+    pid: int
+    gpu: str
+    slots: int
+    queue: str
+    route: str
+
+
 class WorkerStatus:
     """The tallies status.json shows (tasks by outcome, running tasks) and the file itself."""
 
     def __init__(
         self,
         path: Path,
-        identity: dict[str, Any],
-        server_state: Callable[[], dict[str, Any]],
+        identity: WorkerIdentity,
+        server_state: Callable[[], ServerState],
         refusing: Callable[[], dict[str, dict[str, str]]],
     ):
         self.path = path

@@ -90,7 +90,7 @@ class TaskRun:
         if self._adopt_lost_run(client, claim, slot, step) or self._adopt_finished(client, claim, slot, step):
             return True
         step = step.replacing_outputs()
-        unfit = self.gate.refusal(task.args, list(step.configfiles), step.campaign)
+        unfit = self.gate.refusal(step.target_jobs, list(step.configfiles), step.campaign)
         if unfit is not None:  # never run, never charged: a worker whose node can run it takes it
             log(f"slot {slot}: handing task {task.id} back uncharged: {unfit}")
             self.status.count("node_unfit")
@@ -204,7 +204,7 @@ class TaskRun:
         """Keep why the batch failed beside its outputs, under results/ (evalwf/contract/failure_record.py): the queue
         and this run's log may be gone (`make clean`) when someone asks. Before the report, as a success's record."""
         task = claim.task
-        snakemake_attempt = (task.args or {}).get("attempt")
+        snakemake_attempt = step.payload.attempt if step.payload is not None else None
         attempt = f"labtasker {task.attempt}/{task.max_attempts}" + (
             f", Snakemake attempt {snakemake_attempt}" if snakemake_attempt else ""
         )

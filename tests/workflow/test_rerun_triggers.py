@@ -39,34 +39,50 @@ def batch_mtimes(workdir: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in (workdir / "results" / "t" / "standin" / "batches").rglob("*.json")}
 
 
-@pytest.mark.parametrize(
-    ("key", "value"),
+# Operational settings, tried together: a change that reruns batches would rerun them in any company (it is in the
+# job's params, its code or its inputs either way), so one dry run per profile proves each of them and costs one
+# Snakemake start instead of one per key. startup_timeout_s is tried both ways, hence two sets. On a failure each
+# key of the set is tried alone, to name it.
+OPERATIONAL_CHANGES = [
     [
         (("policy", "startup_timeout_s"), 120),
-        (("policy", "startup_timeout_s"), 5),
         (("policy", "infer_timeout_s"), 7),
         (("benchmarks", "standin", "step_time_s"), {"default": 0.01}),
         (("benchmarks", "standin", "record_video"), "failures"),
         (("benchmarks", "standin", "faults"), [{"task": "push", "kind": "raise"}]),
     ],
-)
-def test_operational_policy_keys_rerun_nothing(finished, key, value):
-    workdir, config = finished
+    [(("policy", "startup_timeout_s"), 5)],
+]
+
+
+def changed_config(config: dict, changes: list[tuple[tuple[str, ...], object]]) -> dict:
     changed = copy.deepcopy(config)
-    parent = changed
-    for part in key[:-1]:
-        parent = parent[part]
-    parent[key[-1]] = value
-    assert preview(workdir, changed) == {}, f"changing {'.'.join(key)} must not rerun finished batches"
-    assert preview(workdir, changed, profile=LABTASKER) == {}
+    for key, value in changes:
+        parent = changed
+        for part in key[:-1]:
+            parent = parent[part]
+        parent[key[-1]] = value
+    return changed
+
+
+@pytest.mark.parametrize("changes", OPERATIONAL_CHANGES, ids=["operational-keys", "shorter-startup"])
+@pytest.mark.parametrize("profile", [LOCAL, LABTASKER], ids=["local", "labtasker"])
+def test_operational_policy_keys_rerun_nothing(finished, changes, profile):
+    workdir, config = finished
+    if preview(workdir, changed_config(config, changes), profile=profile) != {}:
+        rerunning = [
+            key
+            for key, value in changes
+            if preview(workdir, changed_config(config, [(key, value)]), profile=profile) != {}
+        ]
+        pytest.fail(f"changing {['.'.join(key) for key in rerunning] or changes} must not rerun finished batches")
 
 
 @pytest.mark.parametrize(
     "options",
+    # the local profile's options together (one dry run, as above), the plugin's under its profile
     [
-        ["--retries", "5"],
-        ["--latency-wait", "90"],
-        ["--cores", "1"],
+        ["--retries", "5", "--latency-wait", "90", "--cores", "1"],
         ["--labtasker-max-attempts", "3", "--labtasker-priority", "7"],
     ],
 )

@@ -23,7 +23,7 @@ from pathlib import Path
 from lightenv import py310_python
 
 REPO = Path(__file__).resolve().parents[3]
-STANDIN_CHECKOUT = REPO / "benchmarks" / "standin" / "robotwin_checkout"
+STANDIN_CHECKOUT = REPO / "benchmarks" / "robotwin" / "standin_checkout"
 STANDIN_GPU_UUID = "GPU-5eed0000-0000-0000-0000-000000000000"
 
 _VULKAN = '''import os
@@ -365,7 +365,7 @@ def robotwin_repo(base: Path, requirements: str = "sapien==3.0.0b1\nmplib==0.2.1
 def robotwin_main_repo(base: Path, requirements: str = "sapien==3.0.0b1\nmplib==0.2.1\n") -> tuple[Path, str]:
     """As robotwin_repo, laid out as upstream's main (branch main): env_cfg/task_config/, scripts/ (its installer,
     asset download, update_xpolicylab.sh)."""
-    from benchmarks.standin.robotwin_layouts import lay_main_checkout
+    from benchmarks.robotwin.standin_layouts import lay_main_checkout
 
     work = lay_main_checkout(base / "robotwin-work")
     (work / "STANDIN").unlink()

@@ -20,7 +20,7 @@ from evalwf.plan.config import section_settings, validate_config
 from evalwf.plan.manifest import build_manifest_document
 
 ADAPTER = get_adapter("robotwin")
-STANDIN_ROOT = "benchmarks/standin/robotwin_checkout"
+STANDIN_ROOT = "benchmarks/robotwin/standin_checkout"
 STANDIN_PATH = PROJECT_ROOT / STANDIN_ROOT
 # The stand-in policy is a controller: it needs the stand-in's target and answers offsets from the state.
 STANDIN_MAPPING = {

@@ -1,5 +1,5 @@
 """benchmarks.robotwin.protocol: stable_2.0 and main, each against a stand-in of its layout (main's laid out by
-benchmarks/standin/robotwin_layouts.py from the one stand-in tree): layout detection, a mismatched checkout refused
+benchmarks/robotwin/standin_layouts.py from the one stand-in tree): layout detection, a mismatched checkout refused
 by name (also by the node checks `evalwf doctor` runs), main's per task config instruction default, the
 accepted-seed stream in seed order, the step limits read from main's config folder."""
 
@@ -22,7 +22,7 @@ from robotwin_testlib import (
 from benchmarks.robotwin import env_check
 from benchmarks.robotwin.checkout import RobotwinCheckout
 from benchmarks.robotwin.protocols import MAIN, STABLE, detect
-from benchmarks.standin.robotwin_layouts import lay_main_checkout
+from benchmarks.robotwin.standin_layouts import lay_main_checkout
 from evalwf.benchmark.node_checks import run_checks
 from evalwf.common.errors import ConfigError
 

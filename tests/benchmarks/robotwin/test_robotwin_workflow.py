@@ -11,7 +11,7 @@ from conftest import REPO, job_counts, run_snakemake, write_config
 
 from benchmarks.robotwin import protocols
 from benchmarks.robotwin.checkout import checkout_identity
-from benchmarks.standin.robotwin_layouts import lay_main_checkout
+from benchmarks.robotwin.standin_layouts import lay_main_checkout
 
 
 def test_robotwin_config_dry_run_plans_1000_batches(tmp_path):

@@ -2,72 +2,44 @@
 
 from __future__ import annotations
 
-import json
-import random
 import socket
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import standin_config
+from benchkit import campaign_config, evaluate_campaign, leaves_caller_rngs_alone, records_by_batch_size, served_policy
 
-from evalwf.plan.campaign import Campaign
-from evalwf.plan.config import validate_config
-from evalwf.policy.client import ENDPOINT_ENV, PolicyClient, PolicyServerError
+from evalwf.policy.client import PolicyClient, PolicyServerError
 from evalwf.policy.spec import PolicySpec
-from evalwf.rules import jobs
-from evalwf.worker.policy_server import GuardedPolicyServer
 
 POLICY = {
     "name": "standin-policy",
     "command": "{python} -m benchmarks.standin.policy_server --port {port} --noise 1.2",
     "startup_timeout_s": 60,
 }
+SECTION = {"episodes_per_task": 6, "max_steps": 30, "suites": {"alpha": ["reach", "stack"]}}
 
 
 @pytest.fixture(scope="module")
 def policy_server(tmp_path_factory):
-    with GuardedPolicyServer(log_dir=tmp_path_factory.mktemp("logs")) as server:
-        server.ensure(PolicySpec.from_config(POLICY))
+    with served_policy(POLICY, tmp_path_factory.mktemp("logs")) as server:
         yield server
 
 
-def evaluate_all(tmp_path, batch_size, endpoint, monkeypatch, episodes=6):
-    monkeypatch.setenv(ENDPOINT_ENV, endpoint)
-    config = standin_config(
-        tmp_path,
-        standin={"episodes_per_task": episodes, "batch_size": batch_size, "suites": {"alpha": ["reach", "stack"]}},
-    )
-    campaign = Campaign(validate_config(config)).single()
-    records = {}
-    for plan in campaign.tasks:
-        jobs.seal_task_manifest(campaign, plan.manifest_path)
-        for batch in plan.batches:
-            jobs.evaluate_batch(campaign, batch.path)
-            for record in json.loads(Path(batch.path).read_text())["episodes"]:
-                record.pop("duration_s")
-                records[(plan.ref.task, record["index"])] = record
-    return records
-
-
-def test_records_identical_for_batch_size_1_5_and_whole_task(tmp_path, policy_server, monkeypatch):
-    by_size = {
-        size: evaluate_all(tmp_path / f"b{size}", size, policy_server.endpoint, monkeypatch) for size in (1, 5, 6)
-    }
+def test_records_identical_for_batch_size_1_5_and_whole_task(tmp_path, policy_server):
+    by_size = records_by_batch_size(tmp_path, "standin", SECTION, POLICY, policy_server.endpoint, sizes=(1, 5, 6))
     assert by_size[1] == by_size[5] == by_size[6]
     assert len(by_size[1]) == 12
     outcomes = {r["success"] for r in by_size[1].values()}
     assert outcomes == {True, False}, "the stand-in should produce both outcomes for a meaningful test"
 
 
-def test_evaluation_leaves_caller_rng_alone(tmp_path, policy_server, monkeypatch):
-    np.random.seed(11)
-    random.seed(11)
-    before_np, before_py = np.random.get_state()[1].copy(), random.getstate()
-    evaluate_all(tmp_path, 2, policy_server.endpoint, monkeypatch, episodes=2)
-    assert (np.random.get_state()[1] == before_np).all()
-    assert random.getstate() == before_py
+def test_evaluation_leaves_caller_rng_alone(tmp_path, policy_server):
+    def evaluate() -> None:
+        section = {**SECTION, "episodes_per_task": 2, "batch_size": 2}
+        evaluate_campaign(campaign_config(tmp_path, "standin", section, POLICY), policy_server.endpoint)
+
+    assert leaves_caller_rngs_alone(evaluate)
 
 
 def test_policy_server_is_deterministic_and_speaks_openpi(policy_server):

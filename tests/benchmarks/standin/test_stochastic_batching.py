@@ -5,42 +5,29 @@ draws from a generator derived from them); a deterministic policy is bitwise ide
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from conftest import standin_config
+from benchkit import Records, campaign_config, evaluate_campaign
 
 from benchmarks.standin.policy_server import StandinPolicy
-from evalwf.plan.campaign import Campaign
-from evalwf.plan.config import validate_config
-from evalwf.policy.client import ENDPOINT_ENV
 from evalwf.policy.episode_identity import EPISODE_KEY
 from evalwf.policy.spec import PolicySpec
-from evalwf.rules import jobs
 from evalwf.worker.policy_server import GuardedPolicyServer
 
 SERVER = "{python} -m benchmarks.standin.policy_server --port {port} --noise 1.2 --stats-file {stats}"
+POLICY = {"name": "standin-policy", "command": "{python} -m benchmarks.standin.policy_server --port {port} --noise 1.2"}
 
 
-def evaluate(tmp_path: Path, endpoint: str, batch_size: int, slots: int, monkeypatch) -> dict:
-    """Every batch of a small stand-in campaign, `slots` at a time against `endpoint`; records by (task, index)."""
-    monkeypatch.setenv(ENDPOINT_ENV, endpoint)
-    config = standin_config(
-        tmp_path, standin={"episodes_per_task": 5, "batch_size": batch_size, "suites": {"alpha": ["reach", "push"]}}
-    )
-    campaign = Campaign(validate_config(config)).single()
-    for plan in campaign.tasks:
-        jobs.seal_task_manifest(campaign, plan.manifest_path)
-    batches = [batch for plan in campaign.tasks for batch in plan.batches]
-    with ThreadPoolExecutor(slots) as pool:
-        list(pool.map(lambda batch: jobs.evaluate_batch(campaign, batch.path), batches))
-    records = {}
-    for batch in batches:
-        for record in json.loads(Path(batch.path).read_text())["episodes"]:
-            record.pop("duration_s")
-            records[(batch.ref.task, record["index"])] = record
-    return records
+def evaluate(tmp_path: Path, endpoint: str, batch_size: int, slots: int) -> Records:
+    """Every batch of a small stand-in campaign, `slots` at a time against `endpoint`."""
+    section = {
+        "episodes_per_task": 5,
+        "batch_size": batch_size,
+        "max_steps": 30,
+        "suites": {"alpha": ["reach", "push"]},
+    }
+    return evaluate_campaign(campaign_config(tmp_path, "standin", section, POLICY), endpoint, slots)
 
 
 def served(tmp_path: Path, name: str, extra: str, slots: int):
@@ -55,7 +42,7 @@ def batch_sizes(stats: Path) -> list[int]:
     return [json.loads(line)["batch_size"] for line in stats.read_text().splitlines()]
 
 
-def test_stochastic_records_equal_across_batch_sizes_slots_and_batching(tmp_path, monkeypatch):
+def test_stochastic_records_equal_across_batch_sizes_slots_and_batching(tmp_path):
     runs = {}
     for label, extra, slots, batch_size in (
         ("alone", " --stochastic --max-batch 1", 1, 1),
@@ -64,7 +51,7 @@ def test_stochastic_records_equal_across_batch_sizes_slots_and_batching(tmp_path
     ):
         server, stats = served(tmp_path, label, extra, slots)
         try:
-            runs[label] = evaluate(tmp_path / label, server.endpoint, batch_size, slots, monkeypatch)
+            runs[label] = evaluate(tmp_path / label, server.endpoint, batch_size, slots)
         finally:
             server.stop()
         runs[label + ":sizes"] = batch_sizes(stats)
@@ -75,12 +62,12 @@ def test_stochastic_records_equal_across_batch_sizes_slots_and_batching(tmp_path
     assert {r["success"] for r in runs["alone"].values()} == {True, False}
 
 
-def test_a_deterministic_policy_is_bitwise_identical_with_batching_on_and_off(tmp_path, monkeypatch):
+def test_a_deterministic_policy_is_bitwise_identical_with_batching_on_and_off(tmp_path):
     runs = {}
     for label, extra, slots in (("off", " --max-batch 1", 1), ("on", "", 4)):
         server, stats = served(tmp_path, label, extra, slots)
         try:
-            runs[label] = evaluate(tmp_path / label, server.endpoint, 1, slots, monkeypatch)
+            runs[label] = evaluate(tmp_path / label, server.endpoint, 1, slots)
         finally:
             server.stop()
         runs[label + ":sizes"] = batch_sizes(stats)
