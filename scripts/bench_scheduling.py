@@ -35,7 +35,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import psutil
 import yaml
@@ -54,6 +54,63 @@ MIX = {
     "beta": {"open": 900, "close": 1200, "pour": 1700},
 }
 STEPS = 10  # steps per episode (every episode fails, so it runs its step limit, as a failing RoboTwin episode does)
+
+
+class MedianParts(TypedDict):
+    """Median seconds per batch of each part of its way through the queue."""
+
+    submit_to_claim: float
+    claim_to_running: float
+    running: float
+    running_to_finished: float
+    finished_to_noticed: float
+
+
+class Overhead(TypedDict):
+    median: float
+    mean: float
+
+
+class CampaignResult(TypedDict):
+    """One measured campaign (a row of the printed table, an entry of --json's "campaigns")."""
+
+    jobs: str
+    mode: str
+    workers: int
+    units: int
+    span_s: float
+    work_s: float
+    efficiency: float
+    bound_s: float
+    span_over_bound: float
+    longest_unit_s: float
+    median_s: MedianParts
+    dispatch_overhead_s: Overhead
+    submitter_wall_s: float
+
+
+class Efficiencies(TypedDict):
+    """Parallel efficiency (work / (GPUs x span)) over the simulated trials."""
+
+    fifo_median: float
+    fifo_worst: float
+    longest_first_median: float
+    longest_first_worst: float
+
+
+# keys as --json has always written them ("8_gpus" is no identifier)
+Projection = TypedDict(
+    "Projection",
+    {
+        "batches": int,
+        "gpu_hours": float,
+        "per_batch_overhead_s": float,
+        "assumptions": list[str],
+        "8_gpus": Efficiencies,
+        "32_gpus": Efficiencies,
+    },
+    total=False,
+)
 
 
 def _ts(value: Any) -> float:
@@ -169,7 +226,7 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def run_campaign(args: argparse.Namespace, cache: Path, batch_size: int, mode: str) -> dict[str, Any]:
+def run_campaign(args: argparse.Namespace, cache: Path, batch_size: int, mode: str) -> CampaignResult:
 
     whole = batch_size == 0
     with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
@@ -269,7 +326,7 @@ def simulate(durations: list[float], order: list[int], workers: int, overhead: f
     return max(free)
 
 
-def projection(overhead: float, claim_gap: float, seed: int = 13, trials: int = 20) -> dict[str, Any]:
+def projection(overhead: float, claim_gap: float, seed: int = 13, trials: int = 20) -> Projection:
     from evalwf.plan.campaign import Campaign
     from evalwf.plan.config import load_config
     from evalwf.plan.cost import CostModel
@@ -286,7 +343,7 @@ def projection(overhead: float, claim_gap: float, seed: int = 13, trials: int = 
         bases |= {model.basis(batch.ref) for batch in member.batches()}
     rng = random.Random(seed)
     per_batch = overhead + claim_gap
-    out: dict[str, Any] = {
+    out: Projection = {
         "batches": len(batches),
         "gpu_hours": sum(expected) / 3600,
         "per_batch_overhead_s": per_batch,
@@ -313,7 +370,7 @@ def projection(overhead: float, claim_gap: float, seed: int = 13, trials: int = 
             fifo.append(work / (gpus * simulate(actual, order, gpus, per_batch)))
             by_cost = sorted(range(len(actual)), key=lambda i: -expected[i])
             longest.append(work / (gpus * simulate(actual, by_cost, gpus, per_batch)))
-        out[f"{gpus}_gpus"] = {
+        out[f"{gpus}_gpus"] = {  # type: ignore[literal-required]
             "fifo_median": statistics.median(fifo),
             "fifo_worst": min(fifo),
             "longest_first_median": statistics.median(longest),
@@ -441,7 +498,7 @@ def run_scale(args: argparse.Namespace) -> dict[str, Any]:
 # -- main --------------------------------------------------------------------------------------------------------
 
 
-def print_campaigns(results: list[dict[str, Any]], header: bool = True) -> None:
+def print_campaigns(results: list[CampaignResult], header: bool = True) -> None:
     if header:
         print(
             f"{'jobs':<14} {'scheduling':<13} {'units':>5} {'span s':>7} {'work s':>7} {'eff':>5} {'bound s':>7} "
@@ -459,13 +516,13 @@ def print_campaigns(results: list[dict[str, Any]], header: bool = True) -> None:
         )
 
 
-def print_projection(projected: dict[str, Any]) -> None:
+def print_projection(projected: Projection) -> None:
     print(
         f"\nprojection, full campaigns ({projected['batches']} batches, {projected['gpu_hours']:.0f} GPU-h expected),"
         f" {projected['per_batch_overhead_s']:.2f} s per batch:"
     )
     for gpus in (8, 32):
-        p = projected[f"{gpus}_gpus"]
+        p = projected[f"{gpus}_gpus"]  # type: ignore[literal-required]
         print(
             f"  {gpus:>2} GPUs: fifo median {p['fifo_median']:.3f} (worst {p['fifo_worst']:.3f}), longest-first "
             f"median {p['longest_first_median']:.3f} (worst {p['longest_first_worst']:.3f})"
@@ -514,7 +571,7 @@ def main() -> None:
         flush=True,
     )
     started = time.time()
-    results = []
+    results: list[CampaignResult] = []
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache:
         for batch_size in args.batch_sizes:
             for mode in args.modes:

@@ -1,14 +1,17 @@
 """The job steps of a worker's slots: each runs under a guardian (evalwf/worker/guardian.py), started from the slot's
 spare when it has one (a guardian that imported Snakemake while the slot was idle: evalwf/worker/warm_step.py), and
-is stopped when the worker stops or its task is revoked."""
+is stopped when the worker stops or its task is revoked. Spares are forked from the worker's one fork server
+(evalwf/worker/fork_server.py), which imported Snakemake once; while it is gone they start as fresh interpreters."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from evalwf.worker.fork_server import STALE_EXIT, ForkedSpare, ForkServer
 from evalwf.worker.job_payload import JobStep
 from evalwf.worker.log import log
 from evalwf.worker.processes import GuardedProcess
@@ -27,10 +30,14 @@ def cause_path(log_path: Path) -> Path:
 
 
 class JobSteps:
-    def __init__(self, stop: threading.Event, *, warm: bool):
+    def __init__(self, stop: threading.Event, *, warm: bool, forked: bool = True):
         self.stop = stop
         self.warm = warm  # start steps from spares (else every step is a fresh `python -m snakemake`)
-        self.spares: dict[int, SpareStep] = {}  # slot -> its next job step's pre-imported guardian
+        self.forked = forked  # spares forked from the fork server (else each is a fresh interpreter)
+        self.spares: dict[int, SpareStep | ForkedSpare] = {}  # slot -> its next job step's pre-imported guardian
+        self.fork_server: ForkServer | None = None  # started with the first spare
+        self.fork_server_lost = False  # it died (not stale): spares start as fresh interpreters from then on
+        self.retired: list[ForkServer] = []  # fork servers whose imports went stale, still reaping their spares
         self.steps: dict[int, GuardedProcess] = {}  # slot -> its running job step
         self.discarding = 0  # spares being stopped right now (each takes up to a few seconds to exit)
         self.lock = threading.Lock()
@@ -41,9 +48,34 @@ class JobSteps:
             if not self.warm or self.stop.is_set() or slot in self.spares:
                 return
             try:
-                self.spares[slot] = SpareStep(cwd=workdir, grace_s=STEP_GRACE_S, preload_after_s=preload_after_s)
+                forked = self._forked_spare(workdir)
+                self.spares[slot] = forked or SpareStep(
+                    cwd=workdir, grace_s=STEP_GRACE_S, preload_after_s=preload_after_s
+                )
             except OSError as error:
                 log(f"slot {slot}: no warm job step ({error}); job steps start cold")
+
+    def _forked_spare(self, workdir: str) -> ForkedSpare | None:
+        """A spare from the fork server (started now if there is none, or anew when it retired because its imports
+        went stale), or None once it died otherwise (the caller starts a fresh interpreter). (The caller holds the
+        lock.)"""
+        if not self.forked or self.fork_server_lost:
+            return None
+        server = self.fork_server
+        spare = server.spare() if server is not None else None
+        if spare is not None:
+            return spare
+        if server is not None:
+            if not server.alive() and server.process.returncode != STALE_EXIT:
+                code = server.process.returncode
+                log(f"the job-step fork server exited ({code}); spares start as fresh interpreters from now on")
+                self.fork_server_lost = True
+                server.stop(timeout_s=1.0)
+                return None
+            self.retired.append(server)  # it reaps its running spares, then exits
+        self.retired = [old for old in self.retired if old.alive() or old.stop(timeout_s=1.0) is None]
+        self.fork_server = ForkServer(cwd=workdir, grace_s=STEP_GRACE_S)
+        return self.fork_server.spare()
 
     def discard_spare(self, slot: int) -> None:
         with self.lock:
@@ -59,8 +91,13 @@ class JobSteps:
             self._discard(spare)
         while self.stopping():
             time.sleep(0.05)
+        with self.lock:
+            servers, self.fork_server, self.retired = [self.fork_server, *self.retired], None, []
+        for server in servers:
+            if server is not None:
+                server.stop()
 
-    def _discard(self, spare: SpareStep | None) -> None:
+    def _discard(self, spare: SpareStep | ForkedSpare | None) -> None:
         if spare is None:
             return
         with self.lock:
@@ -104,7 +141,10 @@ class JobSteps:
                 if revoked.is_set():
                     process.stop()
                     return "revoked"
-                time.sleep(0.1)
+                try:  # wakes when the step ends (a forked spare's status pipe), not up to 0.1 s later
+                    process.wait(0.1)
+                except subprocess.TimeoutExpired:
+                    pass
         finally:
             with self.lock:
                 self.steps.pop(slot, None)
@@ -115,8 +155,16 @@ class JobSteps:
         start-up of a cold one (COLD_STEP_STARTUP_S)."""
         warm = self._launch_from_spare(slot, step, env, log_path)
         process = warm or GuardedProcess(step.argv, env=env, cwd=step.workdir, log_path=log_path, grace_s=STEP_GRACE_S)
+        self._learn_snakefile(step)
         self.prepare_spare(slot, step.workdir, preload_after_s=0.0 if warm else COLD_STEP_STARTUP_S)
         return process
+
+    def _learn_snakefile(self, step: JobStep) -> None:
+        """The fork server parses this step's Snakefile before it forks the next spare (worker/fork_server.py)."""
+        with self.lock:
+            server = self.fork_server
+        if server is not None and "--snakefile" in step.argv[:-1]:
+            server.learn(step.argv[step.argv.index("--snakefile") + 1])
 
     def _launch_from_spare(
         self, slot: int, step: JobStep, env: dict[str, str], log_path: Path

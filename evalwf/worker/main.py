@@ -15,7 +15,8 @@ under a guardian so that it dies with this process. Each GPU worker:
   CUDA_VISIBLE_DEVICES / EVAL_WORKER_ID / EVAL_LABTASKER_TASK_ID and the job step's context (EVAL_JOB_STEP_CONTEXT:
   its policy server and where it writes why it failed, evalwf/contract/job_step_context.py) in the environment;
 - starts each job step from a spare guardian that imported Snakemake and the Snakefile's modules while the slot
-  was idle (evalwf/worker/warm_step.py; --cold-job-steps for a fresh interpreter per step);
+  was idle (evalwf/worker/warm_step.py), forked from the worker's one fork server, which imported them and parsed the
+  Snakefile once (evalwf/worker/fork_server.py); --cold-job-steps for a fresh interpreter per step;
 - runs the node checks of `evalwf doctor` (evalwf/worker/node_gate.py) before its first job of each benchmark of a
   campaign (at start for --configfile), and hands the jobs of a benchmark whose checks failed back uncharged, naming
   the refusal in its log and its queue registration (the submitter shows it);

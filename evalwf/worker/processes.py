@@ -7,6 +7,23 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO, Protocol
+
+
+class Guardian(Protocol):
+    """What GuardedProcess needs of a guardian's process: a subprocess.Popen, or a forked spare
+    (evalwf/worker/fork_server.py ForkedSpare) whose stdin is the lifeline."""
+
+    pid: int
+    args: list[str]
+    returncode: int | None
+    stdin: IO[bytes] | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
 
 
 class GuardedProcess:
@@ -41,7 +58,7 @@ class GuardedProcess:
                 log.close()
 
     @classmethod
-    def adopt(cls, process: subprocess.Popen[bytes], argv: Sequence[str], log_path: Path | None) -> GuardedProcess:
+    def adopt(cls, process: Guardian, argv: Sequence[str], log_path: Path | None) -> GuardedProcess:
         """A guardian started otherwise (a warm job step, evalwf.worker.warm_step) whose stdin is ours."""
         guarded = cls.__new__(cls)
         guarded.argv = list(argv)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -33,8 +34,10 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import IO
 
 from evalwf.worker.guardian import become_subreaper, guard_child, stop_on_signals
 from evalwf.worker.processes import GuardedProcess
@@ -54,8 +57,14 @@ PRELOAD = (
     "numpy",
     "yaml",
     "jsonschema",
+    "snakemake.storage",
+    "packaging.version",
+    "graphlib",
     "evalwf.rules.jobs",
     "benchmarks.registry",
+    "benchmarks.libero.adapter",
+    "benchmarks.robotwin.adapter",
+    "benchmarks.standin.adapter",
     "evalwf.benchmark.adapter",
     "evalwf.plan.campaign",
     "evalwf.plan.config",
@@ -70,12 +79,31 @@ def warm_enabled() -> bool:
 
 
 @dataclass(frozen=True)
-class _Preloaded:
+class StepSpec:
+    """What a spare needs to become one job step: the line the worker writes on its stdin (JSON)."""
+
+    args: tuple[str, ...]  # Snakemake's options (the job step is `python -m snakemake ARGS`)
+    env: dict[str, str]
+    cwd: str
+    log: str  # stdout and stderr are appended here
+
+    def to_line(self) -> bytes:
+        return json.dumps({"args": list(self.args), "env": self.env, "cwd": self.cwd, "log": self.log}).encode() + b"\n"
+
+    @classmethod
+    def from_line(cls, line: bytes) -> StepSpec:
+        record = json.loads(line)
+        env = {str(key): str(value) for key, value in record["env"].items()}
+        return cls(tuple(str(arg) for arg in record["args"]), env, str(record["cwd"]), str(record["log"]))
+
+
+@dataclass(frozen=True)
+class Preloaded:
     cwd: str
     stamps: dict[str, int]  # module file -> mtime_ns at import
 
 
-class _Inbox:
+class Inbox:
     """Our stdin: the job step's spec (one JSON line), or EOF (the worker stopped or died: nothing to run)."""
 
     def __init__(self) -> None:
@@ -94,12 +122,12 @@ class _Inbox:
             self.data += chunk
         return True
 
-    def spec(self) -> dict[str, Any] | None:
+    def spec(self) -> StepSpec | None:
         self.arrived(None)
-        return json.loads(self.data) if self.data.endswith(b"\n") else None
+        return StepSpec.from_line(self.data) if self.data.endswith(b"\n") else None
 
 
-def _preload(modules: Sequence[str], inbox: _Inbox, cwd: str) -> _Preloaded | None:
+def preload_modules(modules: Sequence[str], inbox: Inbox, cwd: str) -> Preloaded | None:
     """Import `modules`; None as soon as the worker has gone (EOF), without importing the rest."""
     for name in modules:
         if inbox.arrived(0) and inbox.closed:
@@ -114,7 +142,97 @@ def _preload(modules: Sequence[str], inbox: _Inbox, cwd: str) -> _Preloaded | No
         snakemake.cli.get_argument_parser()  # collects the executor/storage/... plugin registries once
     except Exception as error:
         print(f"warm job step: building Snakemake's parser failed ({error})", file=sys.stderr)
-    return _Preloaded(cwd, _module_stamps())
+    return Preloaded(cwd, {**_module_stamps(), **_warm_config_schema()})
+
+
+def _warm_config_schema() -> dict[str, int]:
+    """Build the config schema every job step validates its config against (cached by evalwf.plan.config; ~0.13 s
+    of pure-Python YAML per step); its files are stamped like the modules, so that a changed one runs cold."""
+    try:
+        config = importlib.import_module("evalwf.plan.config")
+        registry = importlib.import_module("benchmarks.registry")
+        config.config_schema()
+        files = [
+            resources.files("evalwf.plan").joinpath("config.schema.yaml"),
+            resources.files("evalwf.policy").joinpath("policy.schema.yaml"),
+            *(registry.schema_file(name) for name in registry.names()),
+        ]
+        return {str(path): _mtime_ns(str(path)) for path in files}
+    except Exception as error:  # the step builds it itself (and reports what is wrong)
+        print(f"warm job step: building the config schema failed ({type(error).__name__}: {error})", file=sys.stderr)
+        return {}
+
+
+class SnakefileMemo:
+    """Snakemake's Snakefile parser (text -> Python code) memoised in a fork server, so that its job steps do not
+    parse the same workflow again (~0.05-0.1 s each). Keyed by everything the parser's output depends on: the local
+    file's path and full text, the rule count it starts from and the shell override; anything else (a remote
+    Snakefile, a file that cannot be read) is parsed as usual. `learn` parses a workflow's Snakefile and the files it
+    includes (literal paths, in order, as executing it would) before any job step of it needs them."""
+
+    INCLUDE = re.compile(r"""workflow\.include\(\s*(["'])(.+?)\1""")
+
+    def __init__(self) -> None:
+        self.parsed: dict[tuple[str, str, int, str | None], tuple[str, int, dict[int, int]]] = {}
+        self.learned: set[str] = set()
+
+    def install(self) -> None:
+        import snakemake.parser
+        import snakemake.workflow
+
+        original = snakemake.workflow.parse
+
+        def parse(path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):  # type: ignore[no-untyped-def]
+            key = self._key(path, rulecount, overwrite_shellcmd)
+            if key is not None and key in self.parsed:
+                code, rulecount_after, lines = self.parsed[key]
+                snakemake.parser.Shell.overwrite_cmd = overwrite_shellcmd  # what parsing sets
+                linemap.update(lines)
+                return code, rulecount_after
+            result = original(path, workflow, linemap, overwrite_shellcmd=overwrite_shellcmd, rulecount=rulecount)
+            if key is not None:
+                self.parsed[key] = (result[0], result[1], dict(linemap))
+            return result
+
+        snakemake.workflow.parse = parse
+
+    @staticmethod
+    def _key(path: object, rulecount: int, overwrite_shellcmd: str | None) -> tuple[str, str, int, str | None] | None:
+        from snakemake.sourcecache import LocalSourceFile
+
+        if not isinstance(path, LocalSourceFile):
+            return None
+        try:  # the path as given: the code names it (a relative one is read from the current directory, as parsed)
+            given = path.get_path_or_uri(secret_free=True)
+            return given, Path(given).read_text(encoding="utf-8"), rulecount, overwrite_shellcmd
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def learn(self, snakefile: str) -> None:
+        """Parse `snakefile` and its includes into the memo (once per file; errors are left to the job step)."""
+        if snakefile in self.learned or not os.path.isabs(snakefile):
+            return
+        self.learned.add(snakefile)
+        try:
+            self._learn(snakefile, 0, depth=0)
+        except Exception as error:
+            print(f"warm job step: parsing {snakefile} ahead failed ({type(error).__name__}: {error})", file=sys.stderr)
+
+    def _learn(self, path: str, rulecount: int, depth: int) -> int:
+        import snakemake.workflow
+        from snakemake.sourcecache import LocalSourceFile
+
+        def open_source(source: LocalSourceFile, mode: str = "r") -> IO[str]:
+            return open(source.get_path_or_uri(secret_free=True), mode, encoding="utf-8")
+
+        stand_in = SimpleNamespace(sourcecache=SimpleNamespace(open=open_source))  # all the parser uses of it
+        source = LocalSourceFile(path)
+        code, rulecount = snakemake.workflow.parse(source, stand_in, {}, rulecount=rulecount)
+        if depth < 10:
+            for _, included in self.INCLUDE.findall(code):  # named as Snakemake's include names it
+                child = included if os.path.isabs(included) else source.get_basedir().join(included).path
+                rulecount = self._learn(child, rulecount, depth + 1)
+        return rulecount
 
 
 def _mtime_ns(path: str) -> int:
@@ -129,7 +247,7 @@ def _module_stamps() -> dict[str, int]:
     return {path: _mtime_ns(path) for path in paths if isinstance(path, str)}
 
 
-def cold_reason(preloaded: _Preloaded, cwd: str) -> str | None:
+def cold_reason(preloaded: Preloaded, cwd: str) -> str | None:
     """Why this job step must not reuse the preloaded modules (None: it may)."""
     for path, stamp in preloaded.stamps.items():
         if _mtime_ns(path) != stamp:
@@ -143,24 +261,26 @@ def cold_reason(preloaded: _Preloaded, cwd: str) -> str | None:
     return None
 
 
-def _become_job_step(spec: dict[str, Any], cold: str | None) -> None:
+def _become_job_step(spec: StepSpec, cold: str | None, close_in_step: Sequence[int] = ()) -> None:
     """In the forked child: turn into `python -m snakemake ARGS` run in spec's cwd/env/log. Never returns."""
     code = 1
     try:
+        for fd in close_in_step:
+            os.close(fd)
         os.setsid()
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = os.open(spec.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
-        os.chdir(spec["cwd"])
-        env = {str(key): str(value) for key, value in spec["env"].items()}
-        args = [str(arg) for arg in spec["args"]]
+        os.chdir(spec.cwd)
+        env = spec.env
+        args = list(spec.args)
         if cold is not None:
             print(f"warm job step: running cold ({cold})", file=sys.stderr, flush=True)
             os.execve(sys.executable, [sys.executable, "-m", "snakemake", *args], env)
@@ -227,21 +347,29 @@ def main(argv: list[str]) -> int:
         cwd = os.path.realpath(os.getcwd())  # now: the directory may be gone by the time a step arrives
     except FileNotFoundError:  # gone already: no module can be told local, so every step runs cold
         cwd = "/"
-    inbox = _Inbox()
+    inbox = Inbox()
     # started beside a job step that is itself starting: import after it (or as soon as our step arrives)
     inbox.arrived(float(options.get("--preload-after", 0.0)))
-    preloaded = _preload(PRELOAD, inbox, cwd)
-    spec = inbox.spec() if preloaded is not None else None
-    if spec is None or preloaded is None:
+    preloaded = preload_modules(PRELOAD, inbox, cwd)
+    if preloaded is None:
         return 0
-    cold = cold_reason(preloaded, spec["cwd"])
+    return serve_one_step(preloaded, inbox, grace_s)
+
+
+def serve_one_step(preloaded: Preloaded, inbox: Inbox, grace_s: float, close_in_step: Sequence[int] = ()) -> int:
+    """Wait for the job step's spec on stdin, fork it, and guard it: its exit status (0 when EOF came first).
+    close_in_step: descriptors of ours the job step must not hold (a fork server spare's status pipe)."""
+    spec = inbox.spec()
+    if spec is None:
+        return 0
+    cold = cold_reason(preloaded, spec.cwd)
     become_subreaper()
     stop = stop_on_signals()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _become_job_step(spec, cold)
+        _become_job_step(spec, cold, close_in_step)
     return guard_child(_ForkedChild(pid), grace_s, stop)
 
 
@@ -265,9 +393,9 @@ class SpareStep:
     def start(self, args: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path) -> subprocess.Popen[bytes]:
         """Hand it the job step; our end of its stdin stays open as the lifeline."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        spec = {"args": list(args), "env": dict(env), "cwd": cwd, "log": str(log_path)}
+        spec = StepSpec(tuple(args), dict(env), cwd, str(log_path))
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(spec).encode() + b"\n")
+        self.process.stdin.write(spec.to_line())
         self.process.stdin.flush()
         return self.process
 

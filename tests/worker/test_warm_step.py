@@ -152,7 +152,7 @@ def test_cold_when_a_preloaded_module_changed(tmp_path: Path) -> None:
     module = tmp_path / "lib" / "thing.py"
     module.parent.mkdir()
     module.write_text("X = 1\n")
-    preloaded = warm_step._Preloaded(cwd=str(tmp_path / "elsewhere"), stamps={str(module): module.stat().st_mtime_ns})
+    preloaded = warm_step.Preloaded(cwd=str(tmp_path / "elsewhere"), stamps={str(module): module.stat().st_mtime_ns})
     assert cold_reason(preloaded, str(tmp_path / "elsewhere")) is None
     os.utime(module, ns=(time.time_ns(), time.time_ns() + 10**9))
     assert "thing.py changed" in (cold_reason(preloaded, str(tmp_path / "elsewhere")) or "")
@@ -162,7 +162,7 @@ def test_cold_when_the_step_would_import_another_checkout(tmp_path: Path, workfl
     """A spare started in the repository imported its `evalwf`; a job step of another directory would import
     that directory's copy when cold, so it runs cold (and still succeeds)."""
     jobs = REPO / "evalwf" / "rules" / "jobs.py"
-    preloaded = warm_step._Preloaded(cwd=str(REPO), stamps={str(jobs): jobs.stat().st_mtime_ns})
+    preloaded = warm_step.Preloaded(cwd=str(REPO), stamps={str(jobs): jobs.stat().st_mtime_ns})
     assert "imported from" in (cold_reason(preloaded, str(tmp_path)) or "")
     assert cold_reason(preloaded, str(REPO)) is None
     spare = SpareStep(cwd=str(REPO), grace_s=2.0)

@@ -50,7 +50,7 @@ def stopping_worker(steps: JobSteps, waits: ServerWaits) -> SimpleNamespace:
 @pytest.fixture
 def steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[JobSteps]:
     monkeypatch.setattr(job_steps, "SpareStep", SlowToExitSpare)
-    steps = JobSteps(threading.Event(), warm=True)
+    steps = JobSteps(threading.Event(), warm=True, forked=False)  # spares as fresh interpreters
     yield steps
     for spare in list(steps.spares.values()):
         spare.process.kill()
@@ -151,7 +151,7 @@ def test_after_a_warm_start_the_next_spare_imports_at_once(monkeypatch: pytest.M
 
     monkeypatch.setattr(job_steps, "SpareStep", RecordingSpare)
     RecordingSpare.told = []
-    steps = JobSteps(threading.Event(), warm=True)
+    steps = JobSteps(threading.Event(), warm=True, forked=False)  # spares as fresh interpreters
     argv = [sys.executable, "-m", "snakemake", "--version"]
     step = JobStep(workdir=str(tmp_path), argv=argv, outputs=[], logs=[], policy=None, campaign="c")
     try:
