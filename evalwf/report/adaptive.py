@@ -151,7 +151,7 @@ def decide_round(campaign: Campaign, benchmark: str, round_index: int, output: s
         "benchmark": benchmark,
         "round": round_index,
         "episodes_per_task": episodes,
-        "adaptive": campaign.config["adaptive"],
+        "adaptive": campaign.config.document()["adaptive"],
         "policies": names,
         "racing": racing,
         "continuing": continuing,

@@ -149,7 +149,7 @@ def _campaign_plan(paths: tuple[str, ...], workdir: str, _stamps: tuple[tuple[in
         campaign = Campaign(config)
     except (ConfigError, KeyError, TypeError, ValueError) as error:
         raise TaskRefused(f"the campaign's config files {list(paths)} are not a valid config: {error}") from None
-    written = written_directories(config["results_dir"], config["manifest_cache"], workdir)
+    written = written_directories(config.results_dir, config.manifest_cache, workdir)
     return CampaignPlan(tuple(written), campaign.run, planned_jobs(campaign, workdir))
 
 
