@@ -2,7 +2,7 @@
 (real Labtasker server, real Snakemake, one real worker) of tiny stand-in batches, so that the harness dominates.
 
     python scripts/bench_harness_cost.py [--episodes 4] [--slots 1] [--scale-s 0.00005] [--json out.json]
-    /work/main/.venv/bin/python scripts/bench_harness_cost.py --repo /work/main      # another checkout's worker
+    OTHER/.venv/bin/python scripts/bench_harness_cost.py --repo OTHER      # the worker of another checkout, OTHER
 
 CPU: the worker is waited for with wait4, whose resource usage covers the worker and every process it started and
 that was reaped below it (fork server, spares, guardians, job steps, the policy server and its guardian). The policy
