@@ -18,6 +18,9 @@ from evalwf.queue.loopback_owner import NOT_OURS
 
 CA_BUNDLE_ENV = "SSL_CERT_FILE"
 HOSTNAME_MISMATCH = 62  # X509_V_ERR_HOSTNAME_MISMATCH
+IP_ADDRESS_MISMATCH = 64  # X509_V_ERR_IP_ADDRESS_MISMATCH: an IP URL checks subjectAltName IP entries only, never CN
+CERT_HAS_EXPIRED = 10  # X509_V_ERR_CERT_HAS_EXPIRED
+CERTIFICATE_RECIPE = "docs/cluster.md, 'A certificate for the proxy'"
 
 
 def _bundle_state(env: Mapping[str, str]) -> str:
@@ -63,10 +66,21 @@ def connection_problem(error: BaseException, url: str | None, env: Mapping[str, 
             return str(cause)
         if isinstance(cause, ssl.SSLCertVerificationError):
             detail = cause.verify_message or str(cause)
+            if cause.verify_code == IP_ADDRESS_MISMATCH:
+                return (
+                    f"the TLS certificate of {url} does not name the IP address of that URL in its subjectAltName "
+                    f"({detail}; for an IP address a certificate's CN is never read): reissue it with "
+                    f"subjectAltName=IP:<that address> ({CERTIFICATE_RECIPE}), or use a host name it names"
+                )
+            if cause.verify_code == CERT_HAS_EXPIRED:
+                return (
+                    f"the TLS certificate of {url} has expired ({detail}): reissue it ({CERTIFICATE_RECIPE}) and "
+                    "reload the proxy; the clients need no change"
+                )
             if cause.verify_code == HOSTNAME_MISMATCH:
                 return (
                     f"the TLS certificate of {url} does not name the host of that URL ({detail}): use a host name "
-                    "the certificate names, or reissue it with this host in its subjectAltName"
+                    f"the certificate names, or reissue it with this host in its subjectAltName ({CERTIFICATE_RECIPE})"
                 )
             return (
                 f"the TLS certificate of {url} is not trusted ({detail}): set {CA_BUNDLE_ENV} to the PEM file of "
