@@ -59,6 +59,9 @@ class BatchRow(TypedDict, total=False):
 
 AdaptiveRounds = dict[str, tuple[list[dict[str, Any]], dict[str, RoundProgress]]]
 EXIT_COMPLETE, EXIT_INCOMPLETE, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 2, 3
+# the queue status was asked for (a URL, or the embedded server it found) could not be read: the files alone cannot
+# say what is pending, running or failed there, so "complete" would be a guess
+EXIT_QUEUE_UNREACHABLE = 4
 RESUME_HINT = "cancelled by its submitter (Ctrl-C, SIGHUP or SIGTERM): rerun the same snakemake command to resume"
 
 
@@ -332,6 +335,13 @@ def exit_code(rows: list[BatchRow]) -> int:
     if any(r["state"] == CANCELLED for r in rows):
         return EXIT_CANCELLED
     return EXIT_COMPLETE if all(r["state"] == "done" for r in rows) else EXIT_INCOMPLETE
+
+
+def exit_code_without_queue(rows: list[BatchRow]) -> int:
+    """The exit status when the queue could not be read: a failure the files show still reads as one (2), anything
+    else as EXIT_QUEUE_UNREACHABLE, never 0: a script waiting on the run must not take it for complete."""
+    code = exit_code(rows)
+    return code if code == EXIT_FAILED else EXIT_QUEUE_UNREACHABLE
 
 
 def settled(rows: list[BatchRow]) -> bool:

@@ -44,6 +44,7 @@ from evalwf.report.run_state import (
     adaptive_rounds,
     batch_rows,
     exit_code,
+    exit_code_without_queue,
     load_run,
     queue_states,
     read_workers,
@@ -268,14 +269,17 @@ def main(argv: list[str] | None = None) -> int:
     campaign = load_run(args.run_dir, workdir)
     said: set[str] = set()
     while True:
+        unreachable = False
         try:
             states = queue_states(workdir, args.url, args.queue)
         except Exception as error:  # the queue is optional for status: say so (once) and go on with the files
             reason = connection_problem(error, args.url)
             if reason not in said:
-                print(f"(Labtasker queue not reachable: {reason})", file=sys.stderr)
+                where = f" at {args.url}" if args.url else ""
+                print(f"(Labtasker queue{where} not reachable: {reason})", file=sys.stderr)
                 said.add(reason)
             states = None
+            unreachable = True
         rounds = adaptive_rounds(campaign) if campaign.multi else {}
         rows = batch_rows(campaign, states, workdir, rounds)
         workers = worker_rows(read_workers(workdir, history=args.all))
@@ -288,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             suites.to_csv(args.csv / "status_suites.csv", index=False)
             tasks.to_csv(args.csv / "status_tasks.csv", index=False)
         if not args.watch or settled(rows):
-            return exit_code(rows)
+            return exit_code_without_queue(rows) if unreachable else exit_code(rows)
         time.sleep(args.watch)
 
 

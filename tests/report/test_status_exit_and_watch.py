@@ -160,3 +160,30 @@ def test_a_cancelled_batch_is_shown_cancelled_with_its_own_exit_status(tmp_path,
 
     assert run_state.queue_state(task({})) == "cancelled"
     assert run_state.queue_state(task({"stopped_by": "policy circuit breaker", "reason": "x"})) == "failed"
+
+
+@pytest.mark.parametrize("skip", [None, {"open/0002-2"}])
+def test_a_queue_that_cannot_be_reached_is_never_exit_0(tmp_path, capsys, skip):
+    """Issue 38: with every batch file complete, status exited 0 although the queue it was pointed at (a URL that
+    does not answer here; an untrusted certificate or a wrong token the same way) could not be read."""
+    campaign = finished(tmp_path, skip=skip)
+    with socket.socket() as probe:  # a loopback port nobody listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = run_status(tmp_path, campaign, "--url", f"http://127.0.0.1:{port}")
+    assert code == run_state.EXIT_QUEUE_UNREACHABLE == 4
+    captured = capsys.readouterr()
+    assert "not reachable" in captured.err and f"127.0.0.1:{port}" in captured.err, captured.err
+    assert "batches done" in captured.out  # the files' view is still shown
+
+
+def test_a_failure_the_files_show_still_exits_2_when_the_queue_cannot_be_reached(tmp_path, capsys, monkeypatch):
+    campaign = finished(tmp_path)
+    bad = Path(campaign.task_plan("standin", "beta", "open").batches[1].path)
+    bad.write_text("{not json")
+
+    def unreachable(workdir, url, queue):
+        raise ConnectionError("connection refused")
+
+    monkeypatch.setattr(status, "queue_states", unreachable)
+    assert run_status(tmp_path, campaign) == run_state.EXIT_FAILED
