@@ -280,3 +280,29 @@ def test_a_plain_scancel_s_sigterm_leaves_the_tasks_queued(labtasker_url, queue,
     log = (tmp_path / "submitter.out").read_text()
     assert "SIGTERM: cancelled" not in log, log[-3000:]
     assert {t.status for t in all_tasks(client)} == {"pending"}
+
+
+def test_a_node_without_gpu_information_is_refused_naming_what_to_pass(tmp_path):
+    """Issue 38: with no Slurm GPU variable, no CUDA_VISIBLE_DEVICES and no GPU nvidia-smi lists, the template ran
+    a worker "on GPU 0" without a word; it is refused naming --gres=gpu:N and EVALWF_GPUS."""
+    bin_dir = fake_command(tmp_path / "bin", "nvidia-smi", "#!/bin/bash\nexit 0\n")  # a node that lists no GPU
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CUDA_VISIBLE", "EVALWF_GPUS"))}
+    env.update(LABTASKER_URL="https://127.0.0.1:9", LABTASKER_TOKEN="x", EVALWF_WORKFLOW_DIR=str(tmp_path),
+               EVALWF_LOG_ROOT=str(tmp_path / "logs"), PATH=f"{bin_dir}:{os.environ['PATH']}")  # fmt: skip
+    done = subprocess.run(["bash", str(TEMPLATE)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no GPU information" in done.stderr and "--gres=gpu:N" in done.stderr and "EVALWF_GPUS" in done.stderr
+
+
+def test_a_token_file_others_can_read_is_refused_by_the_worker_the_template_starts(labtasker_url, queue, tmp_path):
+    """The template hands LABTASKER_TOKEN_FILE to the worker, whose resolver refuses a file other users can read
+    (the template used to read any file itself, silently)."""
+    workdir = tmp_path / "wf"
+    workdir.mkdir()
+    env = slurm_env(labtasker_url, queue, workdir, tmp_path, SLURM_JOB_GPUS="0")
+    Path(env["LABTASKER_TOKEN_FILE"]).chmod(0o644)
+    done = subprocess.run(["bash", str(TEMPLATE)], env=env, capture_output=True, text=True, timeout=120)
+    out = next((tmp_path / "logs" / "local").glob("*/worker.out")).read_text()
+    assert done.returncode != 0, out
+    assert env["LABTASKER_TOKEN_FILE"] in out and "chmod 600" in out, out
+    assert os.environ["LABTASKER_TOKEN"] not in out + done.stdout + done.stderr
