@@ -1,4 +1,4 @@
-"""What a client says about a certificate that is trusted but wrong for the URL (issue 38): a certificate with only
+"""What a client says about a certificate that is trusted but wrong for the URL: a certificate with only
 `CN=<ip>` and no subjectAltName IP entry was reported as "not trusted ... set SSL_CERT_FILE", the wrong fix; an
 expired one the same way. Real certificates (openssl), a real TLS server on loopback, httpx as Labtasker's client
 uses it."""

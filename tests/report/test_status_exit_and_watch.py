@@ -164,7 +164,7 @@ def test_a_cancelled_batch_is_shown_cancelled_with_its_own_exit_status(tmp_path,
 
 @pytest.mark.parametrize("skip", [None, {"open/0002-2"}])
 def test_a_queue_that_cannot_be_reached_is_never_exit_0(tmp_path, capsys, skip):
-    """Issue 38: with every batch file complete, status exited 0 although the queue it was pointed at (a URL that
+    """With every batch file complete, status exited 0 although the queue it was pointed at (a URL that
     does not answer here; an untrusted certificate or a wrong token the same way) could not be read."""
     campaign = finished(tmp_path, skip=skip)
     with socket.socket() as probe:  # a loopback port nobody listens on once closed

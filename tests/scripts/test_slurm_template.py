@@ -283,7 +283,7 @@ def test_a_plain_scancel_s_sigterm_leaves_the_tasks_queued(labtasker_url, queue,
 
 
 def test_a_node_without_gpu_information_is_refused_naming_what_to_pass(tmp_path):
-    """Issue 38: with no Slurm GPU variable, no CUDA_VISIBLE_DEVICES and no GPU nvidia-smi lists, the template ran
+    """With no Slurm GPU variable, no CUDA_VISIBLE_DEVICES and no GPU nvidia-smi lists, the template ran
     a worker "on GPU 0" without a word; it is refused naming --gres=gpu:N and EVALWF_GPUS."""
     bin_dir = fake_command(tmp_path / "bin", "nvidia-smi", "#!/bin/bash\nexit 0\n")  # a node that lists no GPU
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CUDA_VISIBLE", "EVALWF_GPUS"))}
