@@ -40,7 +40,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from evalwf.worker.guardian import become_subreaper
+from evalwf.worker.guardian import become_subreaper, kill_leftover_children
 from evalwf.worker.processes import GuardedProcess
 from evalwf.worker.procfs import children_of
 from evalwf.worker.warm_step import (
@@ -163,18 +163,7 @@ def _end_children() -> None:
     while children_of(os.getpid()) and time.monotonic() < deadline:
         _reap()
         time.sleep(0.05)
-    for _ in range(100):
-        leftovers = children_of(os.getpid())
-        if not leftovers:
-            break
-        for pid in leftovers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _reap()
-        time.sleep(0.02)
-    _reap()
+    kill_leftover_children(_reap)
 
 
 def main(argv: list[str]) -> int:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from evalwf.worker.procfs import children_of
@@ -32,6 +33,23 @@ class Child(Protocol):
     def poll(self) -> int | None: ...
 
     def wait(self) -> int: ...
+
+
+def kill_leftover_children(reap: Callable[[], None]) -> None:
+    """SIGKILL every child still left (also those reparented to this subreaper since) and reap them with `reap`,
+    until none is left or 100 rounds have passed."""
+    for _ in range(100):
+        leftovers = children_of(os.getpid())
+        if not leftovers:
+            break
+        for pid in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        reap()
+        time.sleep(0.02)
+    reap()
 
 
 def become_subreaper() -> None:
@@ -74,18 +92,7 @@ def _kill_everything(main_child: Child, grace_s: float) -> None:
             return
         time.sleep(0.05)
     _signal_group(pgid, signal.SIGKILL)
-    for _ in range(100):
-        leftovers = children_of(os.getpid())
-        if not leftovers:
-            break
-        for pid in leftovers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _reap_all(main_child)
-        time.sleep(0.02)
-    _reap_all(main_child)
+    kill_leftover_children(lambda: _reap_all(main_child))
 
 
 def main(argv: list[str]) -> int:
