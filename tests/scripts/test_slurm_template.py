@@ -239,16 +239,20 @@ def test_submitter_requeued_at_its_time_limit_attaches_to_the_same_tasks_and_run
     assert set(runs.values()) == {1}, f"every job evaluated exactly once; job-step runs per task: {runs}"
 
 
-def test_int_to_the_submitter_stops_the_campaign_like_ctrl_c(labtasker_url, queue, client, tmp_path):
-    """`scancel --batch --signal=INT <job>`: the template hands the INT to snakemake, whose Ctrl-C cancels the queued
-    tasks; nothing is requeued."""
+def start_submitter_without_workers(labtasker_url: str, queue: str, tmp_path: Path) -> subprocess.Popen:
+    """The submitter template on a stand-in campaign, its output in tmp_path/submitter.out; with no worker, every
+    task it submits stays queued."""
     workdir = tmp_path / "wf"
     arguments = [*submitter_campaign(workdir), "--labtasker-queue", queue]
     env = submitter_env(labtasker_url, queue, workdir, tmp_path)
-    with open(tmp_path / "submitter.out", "wb") as out:  # no worker: every task stays queued
-        submitter = subprocess.Popen(
-            ["bash", str(SUBMITTER), *arguments], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+    with open(tmp_path / "submitter.out", "wb") as out:
+        return subprocess.Popen(["bash", str(SUBMITTER), *arguments], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def test_int_to_the_submitter_stops_the_campaign_like_ctrl_c(labtasker_url, queue, client, tmp_path):
+    """`scancel --batch --signal=INT <job>`: the template hands the INT to snakemake, whose Ctrl-C cancels the queued
+    tasks; nothing is requeued."""
+    submitter = start_submitter_without_workers(labtasker_url, queue, tmp_path)
     with reaped(submitter):
         wait_for(lambda: all_tasks(client), 120, "queued tasks")
         submitter.send_signal(signal.SIGINT)
@@ -262,13 +266,7 @@ def test_int_to_the_submitter_stops_the_campaign_like_ctrl_c(labtasker_url, queu
 def test_a_plain_scancel_s_sigterm_leaves_the_tasks_queued(labtasker_url, queue, client, tmp_path):
     """A plain `scancel <job>` (or a preemption) sends SIGTERM to snakemake itself: the template starts it with TERM
     ignored, so SIGTERM does not cancel as Ctrl-C does there; the tasks stay queued for the next job."""
-    workdir = tmp_path / "wf"
-    arguments = [*submitter_campaign(workdir), "--labtasker-queue", queue]
-    env = submitter_env(labtasker_url, queue, workdir, tmp_path)
-    with open(tmp_path / "submitter.out", "wb") as out:  # no worker: every task stays queued
-        submitter = subprocess.Popen(
-            ["bash", str(SUBMITTER), *arguments], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+    submitter = start_submitter_without_workers(labtasker_url, queue, tmp_path)
     with reaped(submitter):
         wait_for(lambda: all_tasks(client), 120, "queued tasks")
         (snakemake,) = [p for p in psutil.Process(submitter.pid).children() if "snakemake" in " ".join(p.cmdline())]
