@@ -66,10 +66,16 @@ class TaskRun:
         if campaign is not None and campaign not in self.foreign:
             self.foreign.add(campaign)
             log(f"slot {slot}: campaign {campaign} is not served by this worker: its tasks are handed back from now on")
-        why = reason or f"campaign {campaign} is not served by this worker"
-        log(f"slot {slot}: handing task {claim.task.id} back uncharged: {why}")
         self.status.count("not_ours")
-        self.reports.report(client, claim, "unclaim")
+        self.hand_back(client, claim, slot, reason or f"campaign {campaign} is not served by this worker")
+
+    def hand_back(self, client: Any, claim: Any, slot: int, why: str) -> None:
+        """Back to the queue uncharged; the log line follows the queue's answer, so whoever reads "handed back" in
+        the log finds the task pending, not still claimed by this slot."""
+        if self.reports.report(client, claim, "unclaim"):
+            log(f"slot {slot}: handed task {claim.task.id} back uncharged: {why}")
+        else:
+            log(f"slot {slot}: task {claim.task.id} not handed back ({why}); its lease expiry hands it back")
 
     def execute(self, client: Any, claim: Any, slot: int) -> bool:
         """Run one claimed task; False when it was not for this worker (handed back uncharged)."""
@@ -92,9 +98,8 @@ class TaskRun:
         step = step.replacing_outputs()
         unfit = self.gate.refusal(step.target_jobs, list(step.configfiles), step.campaign)
         if unfit is not None:  # never run, never charged: a worker whose node can run it takes it
-            log(f"slot {slot}: handing task {task.id} back uncharged: {unfit}")
             self.status.count("node_unfit")
-            self.reports.report(client, claim, "unclaim")
+            self.hand_back(client, claim, slot, unfit)
             self.stop.wait(self.gate.backoff_s())
             return False
         self.status.started(task.id, task.name or "")

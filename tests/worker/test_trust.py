@@ -500,7 +500,7 @@ def test_a_task_of_another_workflow_goes_back_uncharged_and_its_campaign_is_skip
     campaign(theirs)
     ids = [submit(client, payload(theirs, attempt=i + 1), f"theirs-{i}", max_attempts=1) for i in range(3)]
     process, log_dir = workers.start("w", allow=[mine, REPO])
-    wait_for(lambda: worker_log(log_dir).count("handing task") >= 4, 60, "hand-backs")
+    wait_for(lambda: worker_log(log_dir).count("handed task") >= 4, 60, "hand-backs")
     text = worker_log(log_dir)
     assert text.count("is not served by this worker: its tasks are handed back from now on") == 1
     assert "not allowed on this worker" in text
