@@ -12,6 +12,7 @@ import yaml
 
 from evalwf.report import compare, status
 from evalwf.report.aggregate import summarize_benchmark
+from evalwf.report.landing import landing_html
 from evalwf.report.run_state import load_run
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_driver": "550.54.15", "cuda_version": "12.4"}
@@ -76,6 +77,9 @@ def test_batches_under_two_environments_are_flagged_in_status_and_report(finishe
     old = "not recorded (written before batches recorded their environment): 1 batch(es): standin beta/open 0003-2"
     assert old in shown
 
+    landing = landing_html(load_run(run_dir, workdir))  # the report's first page: the caveat under the table
+    assert '<pre class="evalwf-environments">WARNING: batches ran under 3 environments' in landing
+
     campaign = load_run(run_dir, workdir).single()
     outputs = {"tasks": tmp_path / "t.csv", "suites": tmp_path / "s.csv", "markdown": tmp_path / "summary.md"}
     summarize_benchmark(campaign, "standin", {key: str(path) for key, path in outputs.items()}, echo=True)
@@ -89,6 +93,7 @@ def test_one_environment_is_one_line_and_old_files_say_not_recorded(finished_sta
     workdir, run_dir = copied_run(finished_standin_run, tmp_path / "old")
     status.main([str(run_dir), "--workdir", str(workdir)])
     assert "environment: every batch ran under one: python " in capsys.readouterr().out
+    assert "evalwf-environments" not in landing_html(load_run(run_dir, workdir))  # no caveat to show
 
     edit_batches(run_dir, "*/*/*.json", lambda result: result.pop("environment"))
     assert status.main([str(run_dir), "--workdir", str(workdir)]) == 0  # still readable, still complete
