@@ -14,6 +14,7 @@ init_states.py reads without it).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import os
 import re
@@ -186,7 +187,8 @@ def gl_renderer() -> str:
     context = MjRenderContextOffscreen(MjSim.from_xml_string(_PROBE_SCENE), device_id=-1)
     context.gl_ctx.make_current()
     renderer, version = (GL.glGetString(name) for name in (GL.GL_RENDERER, GL.GL_VERSION))
-    del context  # robosuite frees its MuJoCo and GL contexts, in that order
+    del context
+    gc.collect()  # the context and its sim refer to each other: freed now, not at exit after EGL is gone (a traceback)
     if not renderer:
         raise RuntimeError("OpenGL named no renderer (GL_RENDERER empty)")
     name, version_text = renderer.decode(errors="replace"), (version or b"?").decode(errors="replace")
