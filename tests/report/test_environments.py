@@ -12,6 +12,7 @@ import yaml
 
 from evalwf.report import compare, status
 from evalwf.report.aggregate import summarize_benchmark
+from evalwf.report.environments import BatchRef, environment_lines
 from evalwf.report.landing import landing_html
 from evalwf.report.run_state import load_run
 
@@ -124,3 +125,25 @@ def test_compare_warns_naming_the_fields_that_differ(finished_standin_run, tmp_p
     edit_batches(run_a, "alpha/*/*.json", lambda result: result.pop("environment"))
     compare.main([str(run_a), str(run_b)])
     assert "environment not recorded for some batches of A (written before" in capsys.readouterr().out
+
+
+def test_many_tasks_under_one_environment_are_listed_compactly():
+    def record(mujoco: str) -> dict:
+        unread = {"gpu_model": None, "gpu_driver": None, "cuda_version": None}
+        packages = {"mujoco": mujoco, "robosuite": "1.4.1"}
+        return {"python": "3.11.7", "packages": packages, "cpu_model": "x", **unread, "renderer": "r", "why_null": {}}
+
+    batches = {
+        BatchRef("libero", "libero_10", str(task), label): record("3.2.3")
+        for task in range(9)
+        for label in ("0000-5", "0005-5")
+    }
+    batches[BatchRef("libero", "libero_10", "9", "0000-5")] = record("3.3.0")
+    lines = environment_lines(batches)
+    assert lines[0].startswith("WARNING: batches ran under 2 environments (they differ in packages.mujoco)")
+    assert lines[1] == (
+        "  [1] mujoco 3.2.3: 18 batch(es): libero libero_10/0 (all 2), libero libero_10/1 (all 2), "
+        "libero libero_10/2 (all 2), libero libero_10/3 (all 2), libero libero_10/4 (all 2), "
+        "libero libero_10/5 (all 2), ... and 3 more task(s)"
+    )
+    assert lines[2] == "  [2] mujoco 3.3.0: 1 batch(es): libero libero_10/9 (all 1)"
