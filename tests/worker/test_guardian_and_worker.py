@@ -62,7 +62,6 @@ def _args(workdir: Path, **overrides) -> dict:
 
     from evalwf.contract import PAYLOAD_VERSION, campaign_key
     from evalwf.plan.config import load_config
-    from evalwf.policy.spec import PolicySpec
 
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(workdir / "campaign.yaml", standin_config(workdir))
@@ -83,7 +82,7 @@ def _args(workdir: Path, **overrides) -> dict:
         "outputs": [str(workdir / "results" / "t" / "standin" / "batches" / "alpha" / "reach" / "0000-2.json")],
         "logs": [],
         "resources": {"gpu": 1},
-        "policy_identity": PolicySpec.from_config(load_config(config)["policy"]).identity,
+        "policy_identity": load_config(config).policies[0].identity,
     }
     args.update(overrides)
     return args

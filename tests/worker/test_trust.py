@@ -33,7 +33,6 @@ from policy_stranger import ONE_SHOT, stranger_on
 from evalwf.contract import PAYLOAD_VERSION, campaign_key
 from evalwf.contract.task_payload import payload_campaign
 from evalwf.plan.config import load_config
-from evalwf.policy.spec import PolicySpec
 from evalwf.worker.job_payload import FIXED_JOB_STEP_OPTIONS, NotForThisWorker, TaskRefused, validate_task
 from snakemake_executor_plugin_labtasker.task_identity import job_step_fields
 
@@ -70,7 +69,7 @@ def payload(workdir: Path, **overrides) -> dict:
         "resources": {"gpu": 1},
     }
     if "policy_identity" not in overrides:
-        args["policy_identity"] = PolicySpec.from_config(load_config(config)["policy"]).identity
+        args["policy_identity"] = load_config(config).policies[0].identity
     args.update(overrides)
     return args
 
