@@ -128,7 +128,7 @@ class CampaignConfig:
     baseline: str  # `baseline`, else the first policy: derived, never written into the document
     several_policies: bool  # results go to <results_dir>/<run>/<policy>/<benchmark>/
     adaptive: AdaptiveConfig | None
-    reference: Mapping[str, Mapping[str, float | str]]
+    reference: Mapping[str, Mapping[str, float] | str]  # "source": text; <benchmark>: {suite: percent}
     _document: Mapping[str, JsonValue] = field(repr=False, compare=False)
 
     def with_results_dir(self, results_dir: str) -> CampaignConfig:
@@ -149,7 +149,8 @@ class CampaignConfig:
 
     def reference_scores(self, benchmark: str) -> dict[str, float]:
         """The scores a paper reports for `benchmark`, per suite (and maybe 'average'); {} when none are given."""
-        return dict(self.reference.get(benchmark, {}))  # type: ignore[arg-type]
+        scores = self.reference.get(benchmark)
+        return dict(scores) if isinstance(scores, Mapping) else {}
 
     @property
     def reference_source(self) -> str | None:
