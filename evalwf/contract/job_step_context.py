@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
+from evalwf.contract.policy_identity import serving_refusal
+
 JOB_STEP_CONTEXT_ENV = "EVAL_JOB_STEP_CONTEXT"
 
 
@@ -53,8 +55,8 @@ class JobStepContext:
         return cls(**data)
 
     def serving(self, identity: str) -> str | None:
-        """Why the worker's server cannot serve a batch of the policy `identity` (the one check, on the job step's
-        side, that the worker's server is the batch's policy); None when it can or the worker leased none."""
-        if self.policy_identity is not None and self.policy_identity != identity:
-            return f"the worker's policy server serves {self.policy_identity}, but this batch needs {identity}"
-        return None
+        """Why the worker's server cannot serve a batch of the policy `identity` (the job step's side of the one
+        comparison, evalwf.contract.policy_identity); None when it can or the worker leased none."""
+        if self.policy_identity is None:
+            return None
+        return serving_refusal(self.policy_identity, identity)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypedDict
 
+from evalwf.contract.policy_identity import serving_refusal
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, PolicySpec
 from evalwf.worker.log import log
 from evalwf.worker.policy_server import GuardedPolicyServer
@@ -87,17 +88,18 @@ class SharedPolicyServer:
                 yield endpoint
             return
         with self.cond:
-            while self.users > 0 and (self.server.spec is None or self.server.spec.identity != spec.identity):
+            while self.users > 0 and serving_refusal(self._served(), spec.identity) is not None:
                 if stop.is_set():
                     raise Stopping()
                 self.cond.wait(0.5)
             if stop.is_set():
                 raise Stopping()
-            previous = self.server.spec.identity if self.server.spec else None
-            if not (self.server.alive() and previous == spec.identity):
-                if self.server.process is not None and previous == spec.identity:
+            previous = self._served()
+            refusal = serving_refusal(previous, spec.identity)
+            if not (self.server.alive() and refusal is None):
+                if self.server.process is not None and refusal is None:
                     log(f"policy server {previous} died; restarting it")
-                elif previous is not None and previous != spec.identity:
+                elif previous is not None and refusal is not None:
                     log(f"policy identity changed {previous} -> {spec.identity}; restarting the policy server")
                 log_path = self.server.log_path(spec, self.server.loads + 1)
                 with start_guard(spec, log_path) if start_guard is not None else contextlib.nullcontext():
@@ -110,6 +112,10 @@ class SharedPolicyServer:
             with self.cond:
                 self.users -= 1
                 self.cond.notify_all()
+
+    def _served(self) -> str | None:
+        """The identity of the policy the worker's own server was last started for (None: none yet)."""
+        return self.server.spec.identity if self.server.spec is not None else None
 
     def _start(self, spec: PolicySpec) -> None:
         log_path = self.server.log_path(spec, self.server.loads + 1)
@@ -133,7 +139,7 @@ class SharedPolicyServer:
         if stop.is_set():
             raise Stopping()
         with self.cond:
-            if self.external_identity != spec.identity:
+            if serving_refusal(self.external_identity, spec.identity) is not None:
                 log(f"policy {spec.identity} is external (policy.url): no policy server to start; each batch checks it")
             self.external_identity = spec.identity
             self.external_users += 1
