@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypedDict
 
+from evalwf.contract.job_step_context import JobStepContext
 from evalwf.contract.policy_identity import serving_refusal
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, PolicySpec
 from evalwf.worker.log import log
@@ -80,12 +81,15 @@ class SharedPolicyServer:
             self.on_change()
 
     @contextlib.contextmanager
-    def lease(self, spec: PolicySpec, stop: threading.Event, start_guard: StartGuard | None = None) -> Iterator[str]:
-        """The endpoint of a ready server for `spec`; a start it needs runs inside `start_guard(spec, log_path)`
-        (the policy's circuit breaker, evalwf.worker.policy_breaker)."""
+    def lease(
+        self, spec: PolicySpec, stop: threading.Event, start_guard: StartGuard | None = None
+    ) -> Iterator[JobStepContext]:
+        """A ready server for `spec`, as its job step is told of it (the identity it serves, its endpoint and
+        process, read while the lease holds it); a start it needs runs inside `start_guard(spec, log_path)` (the
+        policy's circuit breaker, evalwf.worker.policy_breaker)."""
         if spec.external:
-            with self._external(spec, stop) as endpoint:
-                yield endpoint
+            with self._external(spec, stop) as served:
+                yield served
             return
         with self.cond:
             while self.users > 0 and serving_refusal(self._served(), spec.identity) is not None:
@@ -105,9 +109,13 @@ class SharedPolicyServer:
                 with start_guard(spec, log_path) if start_guard is not None else contextlib.nullcontext():
                     self._start(spec)
             self.users += 1
-            endpoint = self.server.endpoint
+            served = JobStepContext(
+                policy_identity=self._served(),
+                endpoint=self.server.endpoint,
+                server_process=self.server.process_identity,  # what the job step's client verifies
+            )
         try:
-            yield endpoint
+            yield served
         finally:
             with self.cond:
                 self.users -= 1
@@ -135,7 +143,7 @@ class SharedPolicyServer:
         log(f"policy server {spec.identity} ready at {self.server.endpoint} (load #{self.server.loads})")
 
     @contextlib.contextmanager
-    def _external(self, spec: PolicySpec, stop: threading.Event) -> Iterator[str]:
+    def _external(self, spec: PolicySpec, stop: threading.Event) -> Iterator[JobStepContext]:
         if stop.is_set():
             raise Stopping()
         with self.cond:
@@ -145,7 +153,9 @@ class SharedPolicyServer:
             self.external_users += 1
         self._changed()
         try:
-            yield EXTERNAL_ENDPOINT
+            yield JobStepContext(
+                policy_identity=spec.identity, endpoint=EXTERNAL_ENDPOINT, server_process=self.server.process_identity
+            )
         finally:
             with self.cond:
                 self.external_users -= 1
