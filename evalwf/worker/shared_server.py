@@ -153,9 +153,8 @@ class SharedPolicyServer:
             self.external_users += 1
         self._changed()
         try:
-            yield JobStepContext(
-                policy_identity=spec.identity, endpoint=EXTERNAL_ENDPOINT, server_process=self.server.process_identity
-            )
+            # no process of ours: whatever this worker's own server runs (another policy's) is not this batch's
+            yield JobStepContext(policy_identity=spec.identity, endpoint=EXTERNAL_ENDPOINT)
         finally:
             with self.cond:
                 self.external_users -= 1
