@@ -28,6 +28,13 @@ class JobStepContext:
     server_process: str | None = None  # that server's process, `pid:start time` (evalwf.policy.peer)
     cause_file: str | None = None  # where the job body writes the exception it fails with
 
+    def __post_init__(self) -> None:
+        if self.endpoint is not None and self.policy_identity is None:
+            raise ValueError(
+                f"field 'policy_identity' is missing beside the endpoint {self.endpoint}: a policy server is handed "
+                "over with the identity it serves, which the job step checks against its batch's policy"
+            )
+
     def to_env(self) -> dict[str, str]:
         """The one environment variable a job step inherits it through."""
         return {JOB_STEP_CONTEXT_ENV: json.dumps(asdict(self), sort_keys=True)}
@@ -52,7 +59,10 @@ class JobStepContext:
         for name in names & set(data):
             if data[name] is not None and not isinstance(data[name], str):
                 raise ValueError(f"{JOB_STEP_CONTEXT_ENV}: field {name!r} must be a text or null, not {data[name]!r}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ValueError as error:
+            raise ValueError(f"{JOB_STEP_CONTEXT_ENV}: {error}") from None
 
     def serving(self, identity: str) -> str | None:
         """Why the worker's server cannot serve a batch of the policy `identity` (the job step's side of the one
