@@ -213,8 +213,9 @@ class GpuWorker:
     def _leave_blocked_slots(self, policy_stopped_at: float, slots: list[threading.Thread]) -> bool:
         """Told to stop by a signal, with no child of this worker still stopping (job steps, spares, the policy
         server), STOP_EXIT_S after the signal, and every slot still running waiting for the server's reply for
-        STOP_HAND_BACK_S: the server hangs, and its tasks come back when their leases expire."""
-        if self.stop_requested_at is None or not policy_stopped_at or self.steps.stopping():
+        STOP_HAND_BACK_S: the server hangs, and its tasks come back when their leases expire. No slot still running
+        (the last one ended meanwhile): none is left."""
+        if self.stop_requested_at is None or not policy_stopped_at or self.steps.stopping() or not slots:
             return False
         if time.monotonic() - self.stop_requested_at <= STOP_EXIT_S:
             return False

@@ -83,8 +83,8 @@ def test_shared_server_state_loading_then_ready_and_external_without_loads(tmp_p
             "policy_server_alive": True,
         }
         external = PolicySpec.from_config({"name": "p", "external": True, "checkpoint": "c"})
-        with shared.lease(external, threading.Event()) as endpoint:
-            assert endpoint == EXTERNAL_ENDPOINT
+        with shared.lease(external, threading.Event()) as served:
+            assert served.endpoint == EXTERNAL_ENDPOINT
             assert shared.state() == {"policy_server_state": "external", "policy_identity": external.identity}
             assert server.alive(), "the worker's own server is left alone (no restart when its policy returns)"
     finally:
