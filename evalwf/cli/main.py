@@ -1,7 +1,7 @@
 """`evalwf`: one command for the parts a user runs by hand. `plan` previews a campaign (what it contains, what
-is done, what the rest costs); `status`, `task`, `worker`, `compare`, `policy`, `doctor`, `benchmark` and `demo`
-hand their arguments unchanged to the module that owns each (DELEGATED), whose parser is the single definition of
-its options; `python -m evalwf <subcommand>` is the same command."""
+is done, what the rest costs); `status`, `task`, `worker`, `compare`, `export`, `policy`, `doctor`, `benchmark` and
+`demo` hand their arguments unchanged to the module that owns each (DELEGATED), whose parser is the single definition
+of its options; `python -m evalwf <subcommand>` is the same command."""
 
 from __future__ import annotations
 
@@ -77,6 +77,10 @@ DELEGATED: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "compare": (
         _delegate("evalwf.report.compare"),
         "per-suite and per-task differences of two runs (Newcombe intervals)",
+    ),
+    "export": (
+        _delegate("evalwf.cli.export"),
+        "a run's results into MLflow or Weights & Biases (offline): one tracker run per policy and benchmark",
     ),
     "demo": (_demo, "the embedded default end to end on this machine"),
     "policy": (
