@@ -104,8 +104,11 @@ def install_command(tracker: str) -> str:
 def missing_tracker(tracker: str) -> str | None:
     """Why `tracker` cannot be exported to from this environment (its package is missing, with the install
     command); None when it can."""
-    if importlib.util.find_spec(TRACKER_MODULES[tracker]) is not None:
-        return None
+    try:
+        if importlib.util.find_spec(TRACKER_MODULES[tracker]) is not None:
+            return None
+    except (ImportError, ValueError):  # a broken install is no install
+        pass
     return f"the {tracker} tracker is not installed in {sys.executable}'s environment; install it with: " + (
         install_command(tracker)
     )

@@ -5,6 +5,7 @@ Nothing reaches the network: MLflow writes a local file store, W&B is offline, t
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from pathlib import Path
 
@@ -117,3 +118,24 @@ def test_wandb_offline_export_names_the_run_and_a_second_export_replaces_its_fil
     assert config["manifest_hash.alpha.reach"] == expected.params["manifest_hash.alpha.reach"]
     artifacts = [r.artifact for r in records if r.WhichOneof("record_type") == "artifact"]
     assert {"summary/task_summary.csv", "run/campaign.yaml"} <= {c.path for c in artifacts[0].manifest.contents}
+
+
+def test_a_reexport_whose_parameters_changed_replaces_the_mlflow_run(finished_standin_run, tmp_path):
+    """MLflow never changes a logged parameter: the run whose config changed is replaced, not doubled."""
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    target = MlflowTarget(str(tmp_path / "mlruns"), "evalwf-test")
+    copy = tmp_path / "results" / "t"
+    shutil.copytree(run_dir(finished_standin_run), copy)
+    (first,) = export_run(copy, [target])
+    snapshot = copy / "campaign.yaml"
+    snapshot.write_text(snapshot.read_text().replace("max_steps: 15", "max_steps: 16"))
+    (second,) = export_run(copy, [target])
+    assert second.action == "replaced" and second.run_id != first.run_id
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
+    experiment = client.get_experiment_by_name("evalwf-test").experiment_id
+    (active,) = client.search_runs([experiment])
+    assert active.info.run_id == second.run_id and active.data.params["config.max_steps"] == "16"
+    deleted = client.search_runs([experiment], run_view_type=ViewType.DELETED_ONLY)
+    assert [run.info.run_id for run in deleted] == [first.run_id]
