@@ -127,6 +127,7 @@ def _overrides(pairs: list[str]) -> dict[str, object]:
 
 def _plan(args: argparse.Namespace) -> int:
     from evalwf.common.errors import ConfigError
+    from evalwf.export.targets import check_trackers_installed, config_targets
     from evalwf.plan.budget import PLANNED_FILE, measure_took, planned_vs_took, read_planned_cost
     from evalwf.plan.campaign import Campaign
     from evalwf.plan.config import load_config
@@ -135,6 +136,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     try:
         campaign = Campaign(load_config(*args.configfile, overrides=_overrides(args.config)))
+        check_trackers_installed(config_targets(campaign.config.document()))  # as the workflow refuses it
     except (ConfigError, OSError) as error:
         print(f"evalwf plan: {error}", file=sys.stderr)
         return 2
