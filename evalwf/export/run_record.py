@@ -192,19 +192,22 @@ def _record_params(member: PolicyCampaign, benchmark: str) -> dict[str, str]:
     the batches ran on (hosts, and the environment a batch records, where it does)."""
     hashes: dict[str, set[str]] = {}
     hosts: set[str] = set()
+    pythons: set[str] = set()
     environment: dict[str, set[str]] = {}
     for document in _batch_documents(member, benchmark):
         key = f"manifest_hash.{document['suite']}.{document['task']}"
         hashes.setdefault(key, set()).add(str(document["manifest_hash"]))
         worker = document.get("worker")
-        if isinstance(worker, dict) and worker.get("host"):
-            hosts.add(str(worker["host"]))
+        if isinstance(worker, dict):
+            hosts.update([str(worker["host"])] if worker.get("host") else [])
+            pythons.update([str(worker["python"])] if worker.get("python") else [])
         recorded = document.get("environment")  # what a batch records of the environment it ran in, if it does
         if isinstance(recorded, dict):
             for name, value in flat_params("batch_environment", recorded).items():
                 environment.setdefault(name, set()).add(value)
     params = {key: _joined(values) for key, values in hashes.items()}
     params["batches.hosts"] = _joined(hosts)
+    params["batches.python"] = _joined(pythons)  # the interpreter the job step ran in
     params.update({key: _joined(values) for key, values in environment.items()})
     definitions: dict[str, set[str]] = {}
     digests = sorted(set().union(*hashes.values())) if hashes else []

@@ -20,7 +20,10 @@ from evalwf.export.wandb_export import offline_dirs
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch):
+def offline(monkeypatch, tmp_path):
+    """Offline, and W&B's own folders (artifact staging, cache, settings) in the test's."""
+    for name in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     monkeypatch.setenv("WANDB_ERROR_REPORTING", "false")
@@ -50,7 +53,7 @@ def test_mlflow_export_reads_back_and_a_second_export_updates_the_same_run(finis
         next((finished_standin_run.benchmark_dir / "batches" / "alpha" / "reach").glob("*.json")).read_text()
     )
     assert params["manifest_hash.alpha.reach"] == batch["manifest_hash"]
-    assert params["batches.hosts"] == batch["worker"]["host"]
+    assert params["batches.hosts"] == batch["worker"]["host"] and params["batches.python"] == batch["worker"]["python"]
     # what the sealed manifests share: the simulator (a benchmark's protocol), the base seed; not a task's name
     assert params["manifest.simulator"] == "standin-v1" and params["manifest.base_seed"] == "0"
     assert "manifest.task" not in params

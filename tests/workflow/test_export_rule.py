@@ -32,6 +32,9 @@ def test_a_campaign_ends_by_exporting_to_each_tracker_named(tmp_path):
     campaign = fabricate_run(tmp_path, lambda suite, task, index: index % 2 == 0, export=export)
     configfile = write_config(tmp_path / "c.yaml", campaign.config.document())
     env = {"WANDB_MODE": "offline", "MLFLOW_DISABLE_TELEMETRY": "true", "WANDB_ERROR_REPORTING": "false"}
+    env.update(
+        {name: str(tmp_path / name.lower()) for name in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR")}
+    )
     run_snakemake(tmp_path, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile), env=env)
     records = {
         tracker: json.loads((campaign.root / "export" / f"{tracker}.json").read_text())["runs"]
