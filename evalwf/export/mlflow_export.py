@@ -6,9 +6,9 @@ another config), the old MLflow run is deleted (MLflow's trash) and a new one wi
 A metric is logged again only when its value changed, so a re-export adds no history points.
 
 Nothing reaches the network but the tracking server named: MLflow's telemetry is turned off before MLflow is
-imported (MLFLOW_DISABLE_TELEMETRY, unless set). A local store is MLflow's file store (mlflow-skinny writes it;
-MLflow keeps it in maintenance mode and refuses it unless MLFLOW_ALLOW_FILE_STORE is set, which this module sets
-for a local path); sqlite:// needs the full `mlflow` package.
+imported (MLFLOW_DISABLE_TELEMETRY, unless set). A local path is MLflow's file store (MLflow keeps it in
+maintenance mode and refuses it unless MLFLOW_ALLOW_FILE_STORE is set, which this module sets for a local path); a
+sqlite:/// store works as well (SQLAlchemy and Alembic come with labtasker-server), its artifacts beside it.
 """
 
 from __future__ import annotations
@@ -53,6 +53,15 @@ def tracking_uri(target: MlflowTarget, results_dir: Path) -> str:
     return Path(uri).resolve().as_uri()
 
 
+def artifact_location(uri: str) -> str | None:
+    """Where a new experiment keeps its artifacts: beside a sqlite store's database file (MLflow's default is
+    ./mlruns of whatever the working directory is); None (the store's own) for every other store."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = Path(uri.removeprefix("sqlite:///")).resolve()  # a relative one: from the working directory
+    return (database.parent / "mlartifacts").as_uri()
+
+
 def _import_client(uri: str) -> type[MlflowClient]:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     if uri.startswith("file:"):
@@ -84,7 +93,7 @@ def export_to_mlflow(runs: list[TrackerRun], target: MlflowTarget, results_dir: 
         client = client_class(tracking_uri=uri)
         experiment = client.get_experiment_by_name(target.experiment)
         if experiment is None:
-            experiment_id = client.create_experiment(target.experiment)
+            experiment_id = client.create_experiment(target.experiment, artifact_location=artifact_location(uri))
         else:
             experiment_id = experiment.experiment_id
             if experiment.lifecycle_stage == "deleted":

@@ -142,3 +142,15 @@ def test_a_reexport_whose_parameters_changed_replaces_the_mlflow_run(finished_st
     assert active.info.run_id == second.run_id and active.data.params["config.max_steps"] == "16"
     deleted = client.search_runs([experiment], run_view_type=ViewType.DELETED_ONLY)
     assert [run.info.run_id for run in deleted] == [first.run_id]
+
+
+def test_an_mlflow_sqlite_store_keeps_one_run_and_its_artifacts_beside_it(finished_standin_run, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for _ in range(2):
+        export_run(run_dir(finished_standin_run), [MlflowTarget(uri, "evalwf-test")])
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("evalwf-test").experiment_id])
+    assert "summary/task_summary.csv" in {f.path for f in client.list_artifacts(run.info.run_id, "summary")}
+    assert list((tmp_path / "mlartifacts").rglob("task_summary.csv"))
