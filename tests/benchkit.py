@@ -52,10 +52,11 @@ def served_policy(policy: Mapping[str, Any], log_dir: Path, slots: int = 1) -> I
 
 
 @contextmanager
-def _endpoint(endpoint: str) -> Iterator[None]:
-    """The policy endpoint a worker hands its job steps (in their JobStepContext), for the duration of the block."""
+def _endpoint(endpoint: str, identity: str) -> Iterator[None]:
+    """The policy endpoint a worker hands its job steps (in their JobStepContext, with the identity it serves), for
+    the duration of the block."""
     before = os.environ.get(JOB_STEP_CONTEXT_ENV)
-    os.environ.update(JobStepContext(endpoint=endpoint).to_env())
+    os.environ.update(JobStepContext(policy_identity=identity, endpoint=endpoint).to_env())
     try:
         yield
     finally:
@@ -69,7 +70,7 @@ def evaluate_campaign(config: dict[str, Any], endpoint: str, slots: int = 1) -> 
     """Seal every task's manifest, then evaluate every planned batch (`slots` at a time) against the policy at
     `endpoint`, as the workflow's rules do (in the benchmark's own interpreter where `python` names one)."""
     campaign = Campaign(validate_config(config)).single()
-    with _endpoint(endpoint):
+    with _endpoint(endpoint, campaign.policy.identity):
         for plan in campaign.tasks:
             jobs.seal_task_manifest(campaign, *plan.manifest_key, plan.manifest_path)
         batches = [batch for plan in campaign.tasks for batch in plan.batches]

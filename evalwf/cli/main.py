@@ -1,7 +1,7 @@
 """`evalwf`: one command for the parts a user runs by hand. `plan` previews a campaign (what it contains, what
-is done, what the rest costs); `status`, `task`, `worker`, `compare`, `policy`, `doctor`, `benchmark` and `demo`
-hand their arguments unchanged to the module that owns each (DELEGATED), whose parser is the single definition of
-its options; `python -m evalwf <subcommand>` is the same command."""
+is done, what the rest costs); `status`, `task`, `worker`, `compare`, `export`, `policy`, `doctor`, `benchmark` and
+`demo` hand their arguments unchanged to the module that owns each (DELEGATED), whose parser is the single definition
+of its options; `python -m evalwf <subcommand>` is the same command."""
 
 from __future__ import annotations
 
@@ -78,6 +78,10 @@ DELEGATED: dict[str, tuple[Callable[[list[str]], int], str]] = {
         _delegate("evalwf.report.compare"),
         "per-suite and per-task differences of two runs (Newcombe intervals)",
     ),
+    "export": (
+        _delegate("evalwf.cli.export"),
+        "a run's results into MLflow or Weights & Biases (offline): one tracker run per policy and benchmark",
+    ),
     "demo": (_demo, "the embedded default end to end on this machine"),
     "policy": (
         _policy,
@@ -123,6 +127,7 @@ def _overrides(pairs: list[str]) -> dict[str, object]:
 
 def _plan(args: argparse.Namespace) -> int:
     from evalwf.common.errors import ConfigError
+    from evalwf.export.targets import check_trackers_installed, config_targets
     from evalwf.plan.budget import PLANNED_FILE, measure_took, planned_vs_took, read_planned_cost
     from evalwf.plan.campaign import Campaign
     from evalwf.plan.config import load_config
@@ -131,6 +136,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     try:
         campaign = Campaign(load_config(*args.configfile, overrides=_overrides(args.config)))
+        check_trackers_installed(config_targets(campaign.config.document()))  # as the workflow refuses it
     except (ConfigError, OSError) as error:
         print(f"evalwf plan: {error}", file=sys.stderr)
         return 2

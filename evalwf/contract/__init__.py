@@ -13,6 +13,7 @@ but this and evalwf.queue (tests/layout/test_import_boundaries.py). Its modules:
 - failure: how a failed job says why (its cause travels as a small file, the first line a user reads);
 - failure_record: why a batch failed, kept beside its output under results/ (what `make clean` leaves to explain it);
 - job_step_context: what a worker tells the job step it starts (its policy server, where it says why it failed);
+- policy_identity: whether a batch may be evaluated by what serves a policy identity (the one comparison);
 - sim_request: the simulator step's request (BatchRequest, ManifestRequest), which the job bodies build and the
   simulator's interpreter reads;
 - loopback: no proxy for loopback, free loopback ports.

@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
+from evalwf.contract.policy_identity import serving_refusal
+
 JOB_STEP_CONTEXT_ENV = "EVAL_JOB_STEP_CONTEXT"
 
 
@@ -25,6 +27,13 @@ class JobStepContext:
     endpoint: str | None = None  # that server's endpoint (ws://127.0.0.1:<port>)
     server_process: str | None = None  # that server's process, `pid:start time` (evalwf.policy.peer)
     cause_file: str | None = None  # where the job body writes the exception it fails with
+
+    def __post_init__(self) -> None:
+        if self.endpoint is not None and self.policy_identity is None:
+            raise ValueError(
+                f"field 'policy_identity' is missing beside the endpoint {self.endpoint}: a policy server is handed "
+                "over with the identity it serves, which the job step checks against its batch's policy"
+            )
 
     def to_env(self) -> dict[str, str]:
         """The one environment variable a job step inherits it through."""
@@ -50,11 +59,14 @@ class JobStepContext:
         for name in names & set(data):
             if data[name] is not None and not isinstance(data[name], str):
                 raise ValueError(f"{JOB_STEP_CONTEXT_ENV}: field {name!r} must be a text or null, not {data[name]!r}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ValueError as error:
+            raise ValueError(f"{JOB_STEP_CONTEXT_ENV}: {error}") from None
 
     def serving(self, identity: str) -> str | None:
-        """Why the worker's server cannot serve a batch of the policy `identity` (the one check, on the job step's
-        side, that the worker's server is the batch's policy); None when it can or the worker leased none."""
-        if self.policy_identity is not None and self.policy_identity != identity:
-            return f"the worker's policy server serves {self.policy_identity}, but this batch needs {identity}"
-        return None
+        """Why the worker's server cannot serve a batch of the policy `identity` (the job step's side of the one
+        comparison, evalwf.contract.policy_identity); None when it can or the worker leased none."""
+        if self.policy_identity is None:
+            return None
+        return serving_refusal(self.policy_identity, identity)

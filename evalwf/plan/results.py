@@ -17,6 +17,7 @@ from evalwf.benchmark.batches import EpisodeRange
 from evalwf.common.atomic import atomic_write_json
 from evalwf.common.errors import ResultValidationError
 from evalwf.common.json_types import JsonValue
+from evalwf.contract.policy_identity import serving_refusal
 from evalwf.plan.batch_environment import BatchEnvironment
 from evalwf.plan.manifest import ManifestDocument
 
@@ -189,11 +190,15 @@ def validate_batch_result(path: str | os.PathLike[str], expected: BatchExpectati
             f"manifest_hash {result['manifest_hash']} != current manifest {expected.manifest['manifest_hash']} "
             "(the episodes were defined differently when this batch ran)"
         )
-    if result["policy_identity"] != expected.policy_identity:
-        raise fail(
-            f"policy_identity {result['policy_identity']!r} != configured policy {expected.policy_identity!r} "
-            "(results of different policies never mix)"
-        )
+    refusal = serving_refusal(
+        result["policy_identity"],  # the policy that evaluated the batch
+        expected.policy_identity,
+        lambda served, needed: (
+            f"policy_identity {served!r} != configured policy {needed!r} (results of different policies never mix)"
+        ),
+    )
+    if refusal is not None:
+        raise fail(refusal)
     # Layer 3: every episode matches its manifest entry.
     for record in result["episodes"]:
         entry = expected.manifest["episodes"][record["index"]]

@@ -236,6 +236,23 @@ def compare_policies(campaign: Campaign, benchmark: str, outputs: NamedOutputs) 
     log(f"{benchmark}: policy comparison in {named['markdown']} and {named['suites']}, plot {named['plot']}")
 
 
+def export_results(campaign: Campaign, tracker: str, output: str) -> None:
+    """The campaign's end: its results into the tracker `export.<tracker>` names (evalwf.export), and a record of
+    the tracker runs written."""
+    from evalwf.export.run_record import ExportError
+    from evalwf.export.targets import config_targets
+    from evalwf.export.to_trackers import export_run, write_export_record
+
+    targets = [target for target in config_targets(campaign.config.document()) if target.name == tracker]
+    try:
+        exported = export_run(campaign.root, targets)
+    except ExportError as error:
+        raise JobFailed(f"export to {tracker}: {error}") from None
+    for record in exported:
+        log(record.line())
+    write_export_record(output, exported)
+
+
 def write_landing(campaign: Campaign, output: str) -> None:
     """The report's landing page: the campaign's headline tables and plots (comparisons first)."""
     from evalwf.report.landing import write_landing as write

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from evalwf.contract import CLIENT_TOKEN_ENV, WORKER_ID_ENV, campaign_key
 from evalwf.contract.task_payload import payload_campaign
 from evalwf.queue.embedded_server import EmbeddedServerKeeper
@@ -79,8 +81,9 @@ class GpuWorker:
         self.gate = NodeGate(self.gpu, log, self._publish_refusals)
         self.status = WorkerStatus(
             self.log_dir / "status.json",
-            {"worker_id": self.worker_id, "host": self.host, "pid": os.getpid(), "gpu": self.gpu,
-             "slots": self.slots, "queue": self.queue, "route": self.route},
+            {"worker_id": self.worker_id, "host": self.host, "pid": os.getpid(),
+             "started_at": psutil.Process().create_time(), "gpu": self.gpu, "slots": self.slots, "queue": self.queue,
+             "route": self.route},
             server_state=self.server.state,
             refusing=self.gate.refusing,
         )  # fmt: skip
@@ -210,8 +213,9 @@ class GpuWorker:
     def _leave_blocked_slots(self, policy_stopped_at: float, slots: list[threading.Thread]) -> bool:
         """Told to stop by a signal, with no child of this worker still stopping (job steps, spares, the policy
         server), STOP_EXIT_S after the signal, and every slot still running waiting for the server's reply for
-        STOP_HAND_BACK_S: the server hangs, and its tasks come back when their leases expire."""
-        if self.stop_requested_at is None or not policy_stopped_at or self.steps.stopping():
+        STOP_HAND_BACK_S: the server hangs, and its tasks come back when their leases expire. No slot still running
+        (the last one ended meanwhile): none is left."""
+        if self.stop_requested_at is None or not policy_stopped_at or self.steps.stopping() or not slots:
             return False
         if time.monotonic() - self.stop_requested_at <= STOP_EXIT_S:
             return False

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from evalwf.contract.allowed_files import code_file_refusal, inside, written_by_tools
+from evalwf.contract.policy_identity import serving_refusal
 from evalwf.contract.task_payload import TargetJob, TaskPayload, TaskRefused
 from evalwf.plan.campaign import Campaign
 from evalwf.policy.spec import PolicySpec
@@ -253,11 +254,16 @@ def check_against_plan(
     if len(policies) > 1:
         raise TaskRefused(f"the task's jobs evaluate several policies ({sorted(policies)}): one task, one policy")
     policy = next(iter(policies.values()), None)
-    if (policy.identity if policy else None) != payload.policy_identity:
-        raise TaskRefused(
-            f"the task's policy identity {payload.policy_identity} is not the policy of its config files "
-            f"{configfiles} for its job(s) ({policy.identity if policy else 'none: its job evaluates no policy'})"
-        )
+    refusal = serving_refusal(
+        policy.identity if policy else None,  # what this worker serves the jobs with: the config's policy
+        payload.policy_identity,
+        lambda served, needed: (
+            f"the task's policy identity {needed} is not the policy of its config files {configfiles} for its "
+            f"job(s) ({served or 'none: its job evaluates no policy'})"
+        ),
+    )
+    if refusal is not None:
+        raise TaskRefused(refusal)
     return CheckedTask(
         payload, workdir, snakefile, tuple(configfiles), tuple(wait_for_files), tuple(jobs), tuple(expected), policy
     )

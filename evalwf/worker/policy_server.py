@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from evalwf.contract.loopback import free_port, with_loopback_no_proxy
+from evalwf.contract.policy_identity import serving_refusal
 from evalwf.policy.client import PolicyClient, PolicyServerError
 from evalwf.policy.peer import process_identity
 from evalwf.policy.serving import MAX_BATCH_ENV, MAX_WAIT_MS_ENV
@@ -53,7 +54,8 @@ class GuardedPolicyServer:
             self.stop()
             self.spec = spec
             return self.endpoint
-        if self.alive() and self.spec is not None and self.spec.identity == spec.identity:
+        served = self.spec.identity if self.spec is not None else None
+        if self.alive() and serving_refusal(served, spec.identity) is None:
             return self.endpoint
         self.stop()
         self.start(spec)

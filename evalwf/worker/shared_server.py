@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypedDict
 
+from evalwf.contract.job_step_context import JobStepContext
+from evalwf.contract.policy_identity import serving_refusal
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, PolicySpec
 from evalwf.worker.log import log
 from evalwf.worker.policy_server import GuardedPolicyServer
@@ -79,37 +81,49 @@ class SharedPolicyServer:
             self.on_change()
 
     @contextlib.contextmanager
-    def lease(self, spec: PolicySpec, stop: threading.Event, start_guard: StartGuard | None = None) -> Iterator[str]:
-        """The endpoint of a ready server for `spec`; a start it needs runs inside `start_guard(spec, log_path)`
-        (the policy's circuit breaker, evalwf.worker.policy_breaker)."""
+    def lease(
+        self, spec: PolicySpec, stop: threading.Event, start_guard: StartGuard | None = None
+    ) -> Iterator[JobStepContext]:
+        """A ready server for `spec`, as its job step is told of it (the identity it serves, its endpoint and
+        process, read while the lease holds it); a start it needs runs inside `start_guard(spec, log_path)` (the
+        policy's circuit breaker, evalwf.worker.policy_breaker)."""
         if spec.external:
-            with self._external(spec, stop) as endpoint:
-                yield endpoint
+            with self._external(spec, stop) as served:
+                yield served
             return
         with self.cond:
-            while self.users > 0 and (self.server.spec is None or self.server.spec.identity != spec.identity):
+            while self.users > 0 and serving_refusal(self._served(), spec.identity) is not None:
                 if stop.is_set():
                     raise Stopping()
                 self.cond.wait(0.5)
             if stop.is_set():
                 raise Stopping()
-            previous = self.server.spec.identity if self.server.spec else None
-            if not (self.server.alive() and previous == spec.identity):
-                if self.server.process is not None and previous == spec.identity:
+            previous = self._served()
+            refusal = serving_refusal(previous, spec.identity)
+            if not (self.server.alive() and refusal is None):
+                if self.server.process is not None and refusal is None:
                     log(f"policy server {previous} died; restarting it")
-                elif previous is not None and previous != spec.identity:
+                elif previous is not None and refusal is not None:
                     log(f"policy identity changed {previous} -> {spec.identity}; restarting the policy server")
                 log_path = self.server.log_path(spec, self.server.loads + 1)
                 with start_guard(spec, log_path) if start_guard is not None else contextlib.nullcontext():
                     self._start(spec)
             self.users += 1
-            endpoint = self.server.endpoint
+            served = JobStepContext(
+                policy_identity=self._served(),
+                endpoint=self.server.endpoint,
+                server_process=self.server.process_identity,  # what the job step's client verifies
+            )
         try:
-            yield endpoint
+            yield served
         finally:
             with self.cond:
                 self.users -= 1
                 self.cond.notify_all()
+
+    def _served(self) -> str | None:
+        """The identity of the policy the worker's own server was last started for (None: none yet)."""
+        return self.server.spec.identity if self.server.spec is not None else None
 
     def _start(self, spec: PolicySpec) -> None:
         log_path = self.server.log_path(spec, self.server.loads + 1)
@@ -129,17 +143,18 @@ class SharedPolicyServer:
         log(f"policy server {spec.identity} ready at {self.server.endpoint} (load #{self.server.loads})")
 
     @contextlib.contextmanager
-    def _external(self, spec: PolicySpec, stop: threading.Event) -> Iterator[str]:
+    def _external(self, spec: PolicySpec, stop: threading.Event) -> Iterator[JobStepContext]:
         if stop.is_set():
             raise Stopping()
         with self.cond:
-            if self.external_identity != spec.identity:
+            if serving_refusal(self.external_identity, spec.identity) is not None:
                 log(f"policy {spec.identity} is external (policy.url): no policy server to start; each batch checks it")
             self.external_identity = spec.identity
             self.external_users += 1
         self._changed()
         try:
-            yield EXTERNAL_ENDPOINT
+            # no process of ours: whatever this worker's own server runs (another policy's) is not this batch's
+            yield JobStepContext(policy_identity=spec.identity, endpoint=EXTERNAL_ENDPOINT)
         finally:
             with self.cond:
                 self.external_users -= 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -115,15 +116,9 @@ class TaskRun:
                 try:
                     self.breakers.check(step)
                     guard = self.breakers.start_guard(step, self.stop)
-                    with self.server.lease(step.policy, self.stop, guard) as endpoint:
+                    with self.server.lease(step.policy, self.stop, guard) as served:
                         self.status.write()
-                        context = JobStepContext(
-                            policy_identity=step.policy.identity,
-                            endpoint=endpoint,
-                            server_process=self.server.server.process_identity,  # what the job step verifies
-                            cause_file=str(cause_path(log_path)),
-                        )
-                        env = self._job_env(task.id, context)
+                        env = self._job_env(task.id, replace(served, cause_file=str(cause_path(log_path))))
                         outcome = self._start_step(client, claim, slot, step, env, log_path, revoked)
                 except Stopping:
                     outcome = "stopped"

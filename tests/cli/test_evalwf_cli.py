@@ -23,7 +23,7 @@ def test_console_script_is_installed_and_lists_every_subcommand():
     completed = run(str(EVALWF), "--help")
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.startswith("usage: evalwf")
-    for command in ("plan", "status", "worker", "compare", "demo", "policy", "benchmark"):
+    for command in ("plan", "status", "worker", "compare", "export", "demo", "policy", "benchmark"):
         assert re.search(rf"^    {command}\s", completed.stdout, re.MULTILINE), command  # a long name wraps
 
 
@@ -43,6 +43,7 @@ def test_version_is_the_installed_distribution_version():
         ("worker", ["usage:", "--gpus", "--slots", "--idle-timeout"]),
         ("demo", ["usage: evalwf demo", "make demo"]),
         ("compare", ["usage: evalwf compare", "run_a", "run_b", "--out"]),
+        ("export", ["usage: evalwf export", "run", "--to {mlflow,wandb}", "--tracking-uri", "--wandb-dir"]),
         ("policy", ["usage: evalwf policy check", "--configfile"]),
         ("policy check", ["usage:", "--configfile", "--repeat"]),
         ("benchmark", ["usage: evalwf benchmark", "list", "show", "check"]),

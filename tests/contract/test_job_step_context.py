@@ -28,6 +28,8 @@ def test_the_context_comes_back_from_the_one_variable_it_travels_in():
         ("[1]", "must be a JSON object"),
         (json.dumps({"endpoint": 9}), "field 'endpoint'"),
         (json.dumps({"identity": "p"}), "unknown field(s) 'identity'"),
+        # an endpoint without the identity it serves would pass the job step's check unchecked
+        (json.dumps({"endpoint": "ws://127.0.0.1:9", "server_process": "1:2"}), "field 'policy_identity' is missing"),
     ],
 )
 def test_a_malformed_context_is_refused_naming_the_variable_and_the_field(text, named):
@@ -71,7 +73,9 @@ def test_the_worker_hands_its_job_step_its_context_and_no_stale_one(monkeypatch)
 
     from evalwf.worker.task_run import NOT_INHERITED, TaskRun
 
-    monkeypatch.setenv(JOB_STEP_CONTEXT_ENV, JobStepContext(endpoint="ws://stale:1").to_env()[JOB_STEP_CONTEXT_ENV])
+    monkeypatch.setenv(
+        JOB_STEP_CONTEXT_ENV, JobStepContext("p-0", endpoint="ws://stale:1").to_env()[JOB_STEP_CONTEXT_ENV]
+    )
     for key in NOT_INHERITED:
         monkeypatch.setenv(key, "secret")
     worker = SimpleNamespace(gpu="3", worker_id="w", slots=1)

@@ -127,6 +127,13 @@ def test_a_slot_is_left_only_once_its_request_has_waited_for_the_server_too_long
     assert waits.waiting_for(handing_back) == 0.0
 
 
+def test_slots_that_have_all_ended_are_not_left_behind() -> None:
+    """The last slot ended after STOP_EXIT_S (a loaded machine): no slot waits for the server, so the worker does
+    not stop "without them" and withdraws its queue registration (a stopped worker was still counted as waiting)."""
+    worker = stopping_worker(JobSteps(threading.Event(), warm=False), ServerWaits())
+    assert not GpuWorker._leave_blocked_slots(worker, time.monotonic() - 10 * STOP_HAND_BACK_S, [])
+
+
 class RecordingSpare(job_steps.SpareStep):
     """A spare that records when it was told to import; handed a step, it runs a trivial process as that step."""
 

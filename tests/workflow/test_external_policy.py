@@ -44,8 +44,8 @@ def test_a_worker_starts_nothing_for_an_external_policy(tmp_path):
 
     spec = PolicySpec.from_config({"name": "p", "external": True, "checkpoint": "c"})
     server = GuardedPolicyServer(log_dir=tmp_path)
-    with SharedPolicyServer(server).lease(spec, threading.Event()) as endpoint:
-        assert endpoint == EXTERNAL_ENDPOINT
+    with SharedPolicyServer(server).lease(spec, threading.Event()) as served:
+        assert served.endpoint == EXTERNAL_ENDPOINT
     assert server.process is None and server.loads == 0 and server.spec is None
 
 

@@ -25,6 +25,7 @@ from evalwf.plan.rounds import (
     round_count,
 )
 from evalwf.common.writable import check_writable
+from evalwf.export.targets import check_trackers_installed, config_targets
 
 min_version("9.0")
 
@@ -58,6 +59,9 @@ def _campaign_from_config(raw):
             campaign = Campaign(validate_config(raw))
         check_writable("results_dir", campaign.root)
         check_writable("manifest_cache", campaign.config.manifest_cache)
+        # the submitter exports at the end (rules/export.smk); a job step never does
+        if not workflow.remote_exec:
+            check_trackers_installed(config_targets(campaign.config.document()))
         return campaign
     except ConfigError as error:
         raise WorkflowError(str(error)) from None
@@ -70,6 +74,13 @@ RESULTS = CAMPAIGN.config.results_dir
 OUT = f"{RESULTS}/{{run}}/{{policy}}" if CAMPAIGN.multi else f"{RESULTS}/{{run}}"
 # The report's landing page (rule report_landing; workflow/report/workflow.rst finds it by this file name).
 LANDING = f"{RESULTS}/{CAMPAIGN.run}/landing.html"
+# The trackers the campaign ends by exporting to (`export:`; rules/export.smk)
+EXPORT_TARGETS = config_targets(CAMPAIGN.config.document())
+
+
+def export_record(target):
+    """What the export to `target` wrote: the tracker runs, for a person looking for them (rules/export.smk)."""
+    return f"{RESULTS}/{CAMPAIGN.run}/export/{target.name}.json"
 
 
 wildcard_constraints:
@@ -268,6 +279,7 @@ def all_summaries(wildcards):
         ]
         + comparisons
         + early_round_targets(CAMPAIGN)
+        + [export_record(target) for target in EXPORT_TARGETS]
     )
 
 
