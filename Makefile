@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_FLAGS ?= --disable-pip-version-check --no-input
 
-.PHONY: venv libero-env py310-env test-tools demo demo-local demo-standin test test-fast test-libero lint format bench gpu-wheels clean clean-results
+.PHONY: venv libero-env py310-env expectation-env test-tools demo demo-local demo-standin test test-fast test-libero lint format bench gpu-wheels clean clean-results
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test-tools:
 # the RoboTwin stand-in through it.
 py310-env:
 	bash scripts/setup_py310_env.sh
+
+# The side environment .venv-expectation (Python 3.12, the `expectation` library, pinned; idempotent; fails when no
+# Python 3.12 is found): tests/report/test_sequential_vs_expectation.py checks evalwf/report/sequential.py against it.
+expectation-env:
+	bash scripts/setup_expectation_env.sh
 
 # The main job on the embedded default: a LIBERO mini-campaign through a local Labtasker server and two
 # local workers, then the summary tables.
@@ -65,7 +70,7 @@ format: venv
 # module fixtures (a finished run shared by its tests) are built once. Files go out slowest first
 # (--no-loadscope-reorder keeps the order tests/file_order.py sets), so the run does not end on one busy core.
 TEST_WORKERS ?= 2
-test: lint libero-env test-tools py310-env
+test: lint libero-env test-tools py310-env expectation-env
 	$(BIN)/python -m pytest -ra --durations=30 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-fast: venv

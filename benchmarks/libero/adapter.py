@@ -249,6 +249,11 @@ class LiberoAdapter(BenchmarkAdapter[LiberoSettings]):
             NodeCheck("renderer", libero_env.render_one_frame, egl_fix, needs=("simulator",)),
         ]
 
+    def renderer(self, settings: LiberoSettings) -> str:
+        from benchmarks.libero import env as libero_env
+
+        return libero_env.gl_renderer()
+
     def task_instruction(self, task: str, manifest: Manifest | None) -> str:
         """The task's language instruction, recorded in its sealed manifest (the simulator is not imported)."""
         extra = (manifest or {}).get("extra") or {}

@@ -14,6 +14,7 @@ init_states.py reads without it).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import os
 import re
@@ -173,6 +174,25 @@ def render_one_frame() -> str:
     if image.shape != (48, 64, 3) or image.max() == 0:
         raise RuntimeError(f"robosuite rendered an unexpected {image.shape} image (max {image.max()})")
     return f"one 64x48 frame rendered (MUJOCO_GL={os.environ.get('MUJOCO_GL')})"
+
+
+def gl_renderer() -> str:
+    """What renders LIBERO's cameras here, as OpenGL names it (GL_RENDERER, GL_VERSION) in a context robosuite makes
+    as for every LIBERO camera (EGL on the device CUDA_VISIBLE_DEVICES selects; llvmpipe without a GPU): about a
+    second once robosuite is imported (docs/libero.md)."""
+    configure_runtime()
+    from OpenGL import GL
+    from robosuite.utils.binding_utils import MjRenderContextOffscreen, MjSim
+
+    context = MjRenderContextOffscreen(MjSim.from_xml_string(_PROBE_SCENE), device_id=-1)
+    context.gl_ctx.make_current()
+    renderer, version = (GL.glGetString(name) for name in (GL.GL_RENDERER, GL.GL_VERSION))
+    del context
+    gc.collect()  # the context and its sim refer to each other: freed now, not at exit after EGL is gone (a traceback)
+    if not renderer:
+        raise RuntimeError("OpenGL named no renderer (GL_RENDERER empty)")
+    name, version_text = renderer.decode(errors="replace"), (version or b"?").decode(errors="replace")
+    return f"{name} (OpenGL {version_text}, MUJOCO_GL={os.environ.get('MUJOCO_GL')})"
 
 
 def smoke() -> None:

@@ -29,6 +29,10 @@ class StandinAdapter(BenchmarkAdapter[StandinSettings]):
     # no simulator: a step is a policy round trip (step_time_s, where set, emulates a simulator instead)
     cost_figures = CostFigures(step_s=0.01, reset_s=0.0, manifest_s=5.0)
 
+    def renderer(self, settings: StandinSettings) -> str:
+        """No GL or Vulkan: the stand-in draws its pictures with numpy (sim.StandinEpisode.frame)."""
+        return "stand-in: numpy-drawn frames (no GL or Vulkan)"
+
     def expand(self, settings: StandinSettings) -> list[TaskRef]:
         refs = []
         for suite, tasks in settings.suites.items():

@@ -143,6 +143,13 @@ class BenchmarkAdapter(ABC, Generic[SettingsT]):
         framework checks the interpreter, the job code's import and the GPU id itself. Default: nothing more."""
         return []
 
+    def renderer(self, settings: SettingsT) -> str | None:
+        """What renders this benchmark's cameras on this node, as the simulator's own context names it (an EGL /
+        OSMesa / Vulkan device, or llvmpipe): recorded in every batch result (evalwf.plan.batch_environment), so
+        called once per batch, after its episodes, in the benchmark's interpreter; it may make a small context.
+        None: the benchmark does not say (recorded with that reason); an error is recorded as the reason."""
+        return None
+
     def checkout_identity(self, settings: SettingsT) -> str | None:
         """The version of the benchmark's own code checkout that shapes its episodes (RoboTwin: the commit of
         robotwin_root), read without importing it, cheaply (it is read at every parse); None when the benchmark has

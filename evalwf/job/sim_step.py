@@ -7,7 +7,8 @@ plan, the policy endpoint and its health check) and hand the rest over as one JS
 ManifestRequest (evalwf.contract.sim_request: both sides use the same classes; a malformed one is refused naming
 the field).
 
-A batch writes its result JSON to `output` atomically; a manifest is sealed at `output` (and in the cache) as
+A batch writes its result JSON to `output` atomically, with the environment it ran in
+(evalwf.plan.batch_environment); a manifest is sealed at `output` (and in the cache) as
 evalwf.plan.manifest does. Both first check that the environment the manifest definition records (read when
 the workflow was parsed, evalwf.plan.environment) is this interpreter's. Exit status 0 on success; otherwise
 the traceback is on stderr, followed by one line `sim_step failed: <error type>: <first line of its message>`,
@@ -33,6 +34,7 @@ from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, 
 from evalwf.benchmark.batches import EpisodeRange
 from evalwf.contract.sim_request import BatchRequest, ManifestRequest, SimRequest, request_from_json
 from evalwf.job.interpreter import FAILURE_PREFIX
+from evalwf.plan.batch_environment import batch_environment
 from evalwf.plan.environment import check_recorded
 from evalwf.plan.manifest import load_manifest, manifest_bundle, seal_manifest
 from evalwf.plan.results import build_batch_result, write_batch_result
@@ -104,6 +106,7 @@ def evaluate_batch(request: BatchRequest) -> None:
     if bundle is not None:  # the manifest came from `evalwf manifests import`: the bundle's hash
         result["manifest_bundle"] = bundle
     result["worker"]["python"] = sys.executable
+    result["environment"] = batch_environment(adapter, settings)  # after the episodes: once a batch, never per episode
     write_batch_result(request.output, result)
     log(f"{request.output}: {result['success_count']}/{episodes.count} successes")
 

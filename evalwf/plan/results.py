@@ -18,6 +18,7 @@ from evalwf.common.atomic import atomic_write_json
 from evalwf.common.errors import ResultValidationError
 from evalwf.common.json_types import JsonValue
 from evalwf.contract.policy_identity import serving_refusal
+from evalwf.plan.batch_environment import BatchEnvironment
 from evalwf.plan.manifest import ManifestDocument
 
 
@@ -43,7 +44,8 @@ EpisodeRecord = dict[str, JsonValue]
 
 
 class BatchResult(TypedDict, total=False):
-    """A batch result file (evalwf/plan/batch_result.schema.json; every key but the last two is required)."""
+    """A batch result file (evalwf/plan/batch_result.schema.json; every key but the last three is required; a file
+    written before batches recorded their environment has none)."""
 
     schema: str
     schema_version: int
@@ -62,6 +64,7 @@ class BatchResult(TypedDict, total=False):
     finished_at: str
     duration_s: float
     policy_server: PolicyServerRecord
+    environment: BatchEnvironment
 
 
 RESULT_SCHEMA = "policy-eval.batch-result"

@@ -18,6 +18,7 @@ from evalwf.common.commands import evalwf_command
 from evalwf.plan.campaign import PolicyCampaign
 from evalwf.plan.manifest import load_manifest, manifest_bundle
 from evalwf.plan.results import check_policy_servers, validate_batch_result
+from evalwf.report.environments import BatchRef, environment_html, environment_lines, environment_markdown
 from evalwf.report.reference import compare_with_reference
 from evalwf.report.stats import TaskTally, wilson_interval
 
@@ -60,6 +61,7 @@ def tally_benchmark(campaign: PolicyCampaign, benchmark: str, planned: set[str] 
             tally.episodes += result["num_episodes"]
             tally.successes += result["success_count"]
             tally.batches_done += 1
+            tally.environments[batch.episodes.label] = result.get("environment")
             tally.recorded_failures.extend(
                 record
                 for record in result["episodes"]
@@ -169,6 +171,17 @@ def suite_table(benchmark: str, tallies: list[TaskTally]) -> pd.DataFrame:
     return table
 
 
+def tally_environment_lines(benchmark: str, tallies: list[TaskTally]) -> list[str]:
+    """What the report says of the environments the tallied batches ran under (evalwf.report.environments)."""
+    return environment_lines(
+        {
+            BatchRef(benchmark, t.suite, t.task, label): record
+            for t in tallies
+            for label, record in t.environments.items()
+        }
+    )
+
+
 def write_csv(table: pd.DataFrame, path: str | Path) -> None:
     atomic_write_text(path, table.to_csv(index=False, float_format="%.4f"))
 
@@ -191,6 +204,7 @@ def summarize_benchmark(
     reported = campaign.reference_scores(benchmark)
     source = campaign.config.reference_source
     comparison = compare_with_reference(benchmark, tallies, reported) if reported else None
+    environment = tally_environment_lines(benchmark, tallies)  # flags batches run under several environments
     write_csv(tasks, outputs["tasks"])
     write_csv(suites, outputs["suites"])
     if "reference" in outputs and comparison is not None:
@@ -199,7 +213,7 @@ def summarize_benchmark(
         markdown = format_markdown(
             campaign.run, benchmark, suites, tasks, comparison, source, policy=campaign.policy.identity
         )
-        atomic_write_text(outputs["markdown"], markdown)
+        atomic_write_text(outputs["markdown"], markdown + environment_markdown(environment))
     if "latex" in outputs:
         atomic_write_text(outputs["latex"], format_latex(campaign.run, benchmark, suites, comparison, source))
     if "plot" in outputs:
@@ -215,11 +229,13 @@ def summarize_benchmark(
     if "html" in outputs:
         plot_png = Path(outputs["plot"]).read_bytes() if "plot" in outputs else None
         html = format_html(campaign.run, benchmark, suites, tasks, comparison, source, plot_png, policy)
+        html += environment_html(environment)
         if any(tally.recorded_failures for tally in tallies):  # nothing recorded a video: no gallery to build
             from evalwf.report.gallery import failed_episodes, gallery_html
 
             html += gallery_html(failed_episodes(tallies))
         atomic_write_text(outputs["html"], html)
     if echo:
-        print(format_text(campaign.run, benchmark, suites, tasks, comparison, policy), file=sys.stderr, flush=True)
+        text = format_text(campaign.run, benchmark, suites, tasks, comparison, policy)
+        print("\n".join([text, *environment]), file=sys.stderr, flush=True)
     return tasks, suites

@@ -7,7 +7,9 @@ built from the two Wilson intervals), and flags a difference as significant when
 `--out DIR` also writes comparison.csv and comparison.md there.
 
 Only complete summaries are compared (the gather step writes none for a partial run); suites or tasks present
-in one run only are listed as such.
+in one run only are listed as such. When the two runs' batches ran under different environments (simulator
+packages, GPU, driver, CUDA, renderer, CPU: what every batch records), it warns first, naming the fields that
+differ (evalwf/report/environments.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import yaml
 
 from evalwf.benchmark.adapter import get_adapter
 from evalwf.common.atomic import atomic_write_text
+from evalwf.report.environments import RunEnvironments, comparison_warnings, run_environments
 from evalwf.report.stats import Z_95, wilson_interval
 from evalwf.report.tables import fixed_width, label_columns, markdown_table, shorten
 
@@ -67,6 +70,7 @@ def _read_run(run_dir: Path, partial: bool = False) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise SystemExit(f"{run_dir} is not a run directory (results/<run>)")
     found: dict[str, Any] = {}
+    environments: RunEnvironments = {}
     for directory in sorted(p for p in run_dir.iterdir() if p.is_dir()):
         tasks_csv = directory / "task_summary.csv"
         if not tasks_csv.exists():
@@ -82,11 +86,12 @@ def _read_run(run_dir: Path, partial: bool = False) -> dict[str, Any]:
         if not partial and ((tasks["status"] != "complete").any() or (suites["status"] != "complete").any()):
             raise SystemExit(f"{directory}: the summary is partial; finish the run before comparing it")
         found[directory.name] = (suites, tasks, labels)
+        environments.update(run_environments(directory, directory.name))
     if not found:
         raise SystemExit(f"{run_dir}: no summaries (task_summary.csv) yet; has the run finished?")
     snapshot = run_dir / "campaign.yaml"
     policy = yaml.safe_load(snapshot.read_text()).get("policy_identity", "") if snapshot.exists() else ""
-    return {"benchmarks": found, "policy": policy, "name": run_dir.name}
+    return {"benchmarks": found, "policy": policy, "name": run_dir.name, "environments": environments}
 
 
 def _row(benchmark: str, level: str, suite: str, task: str, instruction: str, a: Any, b: Any) -> dict[str, Any]:
@@ -199,11 +204,22 @@ def _header(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"A: {a['name']} ({a['policy']})", f"B: {b['name']} ({b['policy']})"]
 
 
+def environment_warnings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The warnings when the runs' environments differ, for the benchmarks both summarised."""
+    shared = set(a["benchmarks"]) & set(b["benchmarks"])
+
+    def of(run: dict[str, Any]) -> RunEnvironments:
+        return {ref: record for ref, record in run["environments"].items() if ref.benchmark in shared}
+
+    return comparison_warnings("A", of(a), "B", of(b))
+
+
 def format_text(table: pd.DataFrame, a: dict[str, Any], b: dict[str, Any]) -> str:
     significant = table[(table["significant"] == "yes")]
     return "\n".join(
         [
             *_header(a, b),
+            *environment_warnings(a, b),
             "difference B - A in percentage points; 95% interval by Newcombe's hybrid score method",
             "",
             fixed_width(_display(table, {"suite", "average"}, None), {"benchmark", "suite", "significant"}),
@@ -226,6 +242,7 @@ def format_markdown(table: pd.DataFrame, a: dict[str, Any], b: dict[str, Any]) -
             "",
             *(f"- {line}" for line in _header(a, b)),
             "",
+            *(["```text", *environment_warnings(a, b), "```", ""] if environment_warnings(a, b) else []),
             "Difference B - A in percentage points with a 95 % interval for the difference of two proportions "
             "(Newcombe's hybrid score method); significant when the interval excludes 0.",
             "",

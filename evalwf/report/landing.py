@@ -1,7 +1,9 @@
 """The report's landing page: the answer first. Per benchmark and suite the success with its 95 % Wilson interval,
 episodes done of planned and the status, then the plot; for a campaign of several policies the comparison across
 policies (table and success-by-policy plot) comes before every policy's own headline, each labelled with the
-policy's name. workflow/report/workflow.rst includes the fragment this writes (landing.html) under the title.
+policy's name; a benchmark whose batches ran under several environments says so under its table, with which batches
+ran under which (evalwf/report/environments.py). workflow/report/workflow.rst includes the fragment this writes
+(landing.html) under the title.
 
 Read from the summaries' and comparisons' own files (CSV and PNG), so the page shows exactly what they hold.
 """
@@ -17,6 +19,7 @@ import pandas as pd
 from evalwf.common.atomic import atomic_write_text
 from evalwf.plan.budget import campaign_cost_line
 from evalwf.plan.campaign import Campaign, PolicyCampaign
+from evalwf.report.environments import environment_lines, group_batches, run_environments
 from evalwf.report.policy_comparison import comparison_cells
 from evalwf.report.tables import (
     COMPARISON_HEADERS,
@@ -71,6 +74,10 @@ def headline(member: PolicyCampaign, benchmark: str, policy: str | None) -> str:
         f"<h3>{escape(title)}</h3>",
         html_table(suite_rows(_suite_table(paths["suites"])), HEADLINE_HEADERS, HEADLINE_RIGHT),
     ]
+    recorded = run_environments(member.benchmark_dir(benchmark), benchmark)
+    if len(group_batches(recorded)) > 1:  # the answer comes with its caveat: batches ran under several environments
+        lines = environment_lines(recorded)
+        parts.append(f'<pre class="evalwf-environments">{escape(chr(10).join(lines))}</pre>')
     if "reference" in paths and Path(paths["reference"]).exists():
         # the CSV holds True / False / '' (no interval): read back as the table that was written
         reference = pd.read_csv(paths["reference"], converters={"outside_ci": {"True": True, "False": False}.get})

@@ -21,6 +21,7 @@ import yaml
 from evalwf.common.errors import ResultValidationError
 from evalwf.contract.failure import excerpt
 from evalwf.contract.failure_record import read_failure_record
+from evalwf.plan.batch_environment import BatchEnvironment
 from evalwf.plan.campaign import BatchPlan, Campaign, PolicyCampaign
 from evalwf.plan.config import validate_config
 from evalwf.plan.manifest import load_manifest
@@ -55,6 +56,7 @@ class BatchRow(TypedDict, total=False):
     error: str
     log: str
     recorded: str
+    environment: BatchEnvironment | None  # a done batch's recorded environment (None: not recorded)
 
 
 AdaptiveRounds = dict[str, tuple[list[dict[str, Any]], dict[str, RoundProgress]]]
@@ -253,7 +255,7 @@ def _policy_batch_rows(
                 try:
                     manifest = manifest or load_manifest(plan.manifest_path, plan.manifest_hash)
                     result = validate_batch_result(batch.path, campaign.expectation(batch, manifest))
-                    row.update(state="done", successes=result["success_count"])
+                    row.update(state="done", successes=result["success_count"], environment=result.get("environment"))
                 except (ResultValidationError, ValueError) as error:
                     row.update(state="invalid", error=str(error), log=str(batch.path))
             else:

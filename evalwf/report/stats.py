@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalwf.plan.batch_environment import BatchEnvironment
+
 Z_95 = 1.959963984540054
 
 
@@ -43,3 +45,5 @@ class TaskTally:
     # Failed episode records with a recorded video, in episode order: the report's gallery is built from these,
     # so it reads no batch file again (evalwf.report.gallery).
     recorded_failures: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    # The environment each of its batches recorded (None: not recorded), by batch label (evalwf.report.environments)
+    environments: dict[str, BatchEnvironment | None] = field(default_factory=dict, repr=False)

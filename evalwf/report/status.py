@@ -35,6 +35,7 @@ from evalwf.contract import CLIENT_URL_ENV, QUEUE_ENV, default_queue
 from evalwf.plan.campaign import Campaign
 from evalwf.queue.tls import connection_problem
 from evalwf.report.aggregate import wilson_interval
+from evalwf.report.environments import BatchRef, environment_lines
 from evalwf.report.run_state import (
     CANCELLED,
     FAILED_STATES,
@@ -233,7 +234,14 @@ def render(
         header += f", {waiting} waiting for a round's decision"
     if done < len(rows):
         header += " - PARTIAL numbers"
-    parts = [header, *(["\n".join(round_lines(rounds))] if rounds else []), suites.to_string(index=False)]
+    done_environments = {
+        BatchRef(r["benchmark"], r["suite"], r["task"], r["batch"]): r.get("environment")
+        for r in rows
+        if r["state"] == "done"
+    }
+    environment = environment_lines(done_environments)  # flags batches run under several environments
+    parts = [header, *(["\n".join(environment)] if environment else [])]
+    parts += [*(["\n".join(round_lines(rounds))] if rounds else []), suites.to_string(index=False)]
     parts.append(tasks.to_string(index=False))
     if workers:
         parts.append("workers:\n" + pd.DataFrame(workers).to_string(index=False))

@@ -64,3 +64,13 @@ def test_partial_real_run_summarises_per_task_and_suite(tmp_path, capsys):
     suites = pd.read_csv(run_dir / "libero" / "suite_summary.csv")
     assert list(suites.suite) == ["libero_spatial", "libero_goal", "average"]
     assert suites.episodes.iloc[:2].sum() == 4
+    # every batch records the environment it ran in: the packages its manifest records, in the LIBERO interpreter,
+    # and what OpenGL says renders the cameras (llvmpipe without a GPU)
+    manifest = json.loads(next((run_dir / "libero" / "manifests").rglob("*.json")).read_text())
+    for environment in (batch["environment"] for batch in batches):
+        assert environment["packages"] == manifest["definition"]["environment"]["packages"]
+        assert environment["python"] == manifest["definition"]["environment"]["python"]
+        assert environment["renderer"].split(" (OpenGL ")[1].endswith(", MUJOCO_GL=egl)"), environment["renderer"]
+        if gpu_label:
+            assert environment["renderer"].startswith("llvmpipe") and environment["gpu_model"] is None
+    assert "environment: every batch ran under one: python " in (run_dir / "libero" / "summary.md").read_text()
