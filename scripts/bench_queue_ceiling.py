@@ -39,6 +39,7 @@ import random
 import re
 import resource
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -141,6 +142,21 @@ def last_database_metrics(log_text: str) -> DatabaseMetrics | None:
     return found
 
 
+ACCESS_LINE = re.compile(r'"(GET|PUT|POST|DELETE) (/[^ ?"]*)[^"]*" (\d{3})')
+ID_SEGMENT = re.compile(r"/(tasks|workers)/(?!count\b|claim\b)[^/]+")
+
+
+def request_counts(log_text: str) -> dict[str, int]:
+    """Requests the server answered, from its access log lines: `METHOD path status` -> count, task and worker
+    ids folded (`POST /api/v2/queues/evalwf/tasks/{id}/heartbeat 200`); a 503 is a request it gave up on
+    (database_busy: SQLite's write lock was not free within its 5 s busy timeout)."""
+    counts: Counter[str] = Counter()
+    for match in ACCESS_LINE.finditer(log_text):
+        path = ID_SEGMENT.sub(lambda m: f"/{m.group(1)}/{{id}}", match.group(2))
+        counts[f"{match.group(1)} {path} {match.group(3)}"] += 1
+    return dict(counts.most_common())
+
+
 def database_shares(metrics: DatabaseMetrics | None, covers_s: float, server_cores: float) -> dict[str, Any]:
     """Per second of the covered time: write transactions (each holds SQLite's one write lock from BEGIN
     IMMEDIATE, waiting for it included: a share near or over 1 means writers queue for the lock), transactions,
@@ -161,17 +177,32 @@ def database_shares(metrics: DatabaseMetrics | None, covers_s: float, server_cor
     }
 
 
-def window_specs(text: str, speedup: float) -> list[tuple[int, float]]:
-    """`64,128,256x1` -> [(64, speedup), (128, speedup), (256, 1.0)]: worker counts, each with its own time
-    compression when it has an `xK` suffix."""
+@dataclass(frozen=True)
+class WindowSpec:
+    """One measured window: `workers` busy emulated workers at `speedup`, beside `idle` idle ones polling."""
+
+    workers: int
+    speedup: float
+    idle: int = 0
+
+
+SPEC = re.compile(r"^(\d+)(?:x(\d+(?:\.\d+)?))?(?:\+(\d+))?$")
+
+
+def window_specs(text: str, speedup: float) -> list[WindowSpec]:
+    """`64,256x1,64x1+192` -> 64 workers at `speedup`; 256 at speedup 1; 64 at speedup 1 beside 192 idle ones."""
     specs = []
     for part in text.split(","):
         if not part.strip():
             continue
-        workers, _, factor = part.strip().partition("x")
-        if not workers.isdigit() or int(workers) < 1:
-            raise argparse.ArgumentTypeError(f"--workers {text!r}: {part!r} is not a worker count (e.g. 64 or 256x1)")
-        specs.append((int(workers), float(factor) if factor else speedup))
+        match = SPEC.match(part.strip())
+        if not match or int(match.group(1)) + int(match.group(3) or 0) < 1:
+            raise argparse.ArgumentTypeError(
+                f"--workers {text!r}: {part!r} is not a worker count (e.g. 64, 256x1 for speedup 1, 64x1+192 for 192 "
+                "idle workers beside them)"
+            )
+        factor = float(match.group(2)) if match.group(2) else speedup
+        specs.append(WindowSpec(int(match.group(1)), factor, int(match.group(3) or 0)))
     return specs
 
 
@@ -279,6 +310,7 @@ class Tally:
     claim_at: list[float] = field(default_factory=list)
     heartbeat_s: list[float] = field(default_factory=list)
     complete_s: list[float] = field(default_factory=list)
+    idle_claim_s: list[float] = field(default_factory=list)
     empty_claims: int = 0
     completed: int = 0
     handed_back: int = 0
@@ -337,6 +369,26 @@ def emulated_worker(endpoint: Any, index: int, pacing: Pacing, stop: threading.E
                         tally.handed_back += 1
                     return
                 registration.activity(None)
+
+
+def idle_poller(endpoint: Any, index: int, stop: threading.Event, tally: Tally) -> None:
+    """An idle worker slot at the end of a campaign: claims, finds nothing, waits as the worker does (0.2 s,
+    doubling up to its --poll-max of 2 s), claims again. It asks a route nobody submits to, so the busy
+    workers' queue stays as it is (the server answers both alike: no pending task on that route)."""
+    route = f"{profile_setting('labtasker-route')}.idle-probe"
+    backoff = 0.2
+    with endpoint.client("evalwf") as client:
+        while not stop.is_set():
+            try:
+                claimed = _timed(tally, tally.idle_claim_s, "idle claim", queue_client.claim,
+                                 client, route=route, run_id=f"r_{secrets.token_urlsafe(9)}")  # fmt: skip
+            except Exception:
+                claimed = None
+            if claimed is not None:  # nobody submits there; never keep what is not ours
+                queue_client.unclaim(client, claimed)
+            if stop.wait(backoff):
+                return
+            backoff = min(2 * backoff, 2.0)
 
 
 def _run_batch(
@@ -408,11 +460,15 @@ def cpu_s(process: psutil.Process) -> float:
     return times.user + times.system
 
 
-def workers_window(workdir: Path, workers: int, pacing: Pacing, window_s: float, active_cap: int) -> dict[str, Any]:
-    """W emulated workers and the status rounds for window_s seconds against a fresh server process."""
+def workers_window(
+    workdir: Path, workers: int, idle: int, pacing: Pacing, window_s: float, active_cap: int
+) -> dict[str, Any]:
+    """W emulated workers (and `idle` idle ones) and the status rounds for window_s s against a fresh server."""
     from evalwf.contract import campaign_key
 
     load_before = load_line()
+    server_log = workdir / ".labtasker" / "server.log"
+    log_offset = server_log.stat().st_size if server_log.exists() else 0
     endpoint = ensure_embedded_server(workdir, log=lambda _: None)
     server = psutil.Process(int(str(server_status(workdir / ".labtasker")["pid"])))
     server_started = time.monotonic()
@@ -426,7 +482,7 @@ def workers_window(workdir: Path, workers: int, pacing: Pacing, window_s: float,
     threads = [
         threading.Thread(target=emulated_worker, args=(endpoint, i, pacing, stop, tally), daemon=True)
         for i in range(workers)
-    ]
+    ] + [threading.Thread(target=idle_poller, args=(endpoint, i, stop, tally), daemon=True) for i in range(idle)]
     rounds: list[Rounds] = []
     poller = threading.Thread(
         target=lambda: rounds.append(status_rounds(endpoint, campaign_key(str(workdir)), window, every, stop)),
@@ -442,7 +498,10 @@ def workers_window(workdir: Path, workers: int, pacing: Pacing, window_s: float,
         thread.join(max(1.0, 60 - (time.monotonic() - wall0 - window_s)))
     stuck = sum(thread.is_alive() for thread in [*threads, poller])
     # the server writes its metrics every 60 s after it started: the last line covers most of the window
-    metrics = last_database_metrics((workdir / ".labtasker" / "server.log").read_text(errors="replace"))
+    with open(server_log, "rb") as log:
+        log.seek(log_offset)
+        this_server = log.read().decode(errors="replace")
+    metrics = last_database_metrics(this_server)
     covered = 60 * int((time.monotonic() - server_started) // 60)
     stop_embedded_server(workdir / ".labtasker")
     steady_from = pacing.emulated_batch_s * 1.5  # after the first wave of claims (every worker at once)
@@ -450,6 +509,7 @@ def workers_window(workdir: Path, workers: int, pacing: Pacing, window_s: float,
     status = rounds[0] if rounds else Rounds()
     return {
         "workers": workers,
+        "idle_workers": idle,
         "speedup": pacing.speedup,
         "as_real_workers": pacing.real_workers(workers),
         "window_s": wall,
@@ -465,6 +525,7 @@ def workers_window(workdir: Path, workers: int, pacing: Pacing, window_s: float,
         "claim_latency_s": _latency(tally.claim_s),
         "heartbeat_latency_s": _latency(tally.heartbeat_s),
         "complete_latency_s": _latency(tally.complete_s),
+        "idle_claim_latency_s": _latency(tally.idle_claim_s),
         "errors": dict(tally.errors),
         "server_core_pct": 100 * server_cpu / wall,
         "bench_process_core_pct": 100 * me_cpu / wall,
@@ -477,6 +538,7 @@ def workers_window(workdir: Path, workers: int, pacing: Pacing, window_s: float,
             "errors": dict(status.errors),
         },
         "database": database_shares(metrics, covered, server_cpu / wall),
+        "requests": request_counts(this_server),
         "threads_not_stopped": stuck,
     }
 
@@ -561,7 +623,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=10_000, help="batches queued (rounded up to 7 stand-in tasks)")
     parser.add_argument(
-        "--workers", default="64,128,256", help="emulated worker counts, comma-separated; NxK: N at speedup K"
+        "--workers",
+        default="64,128,256",
+        help="emulated worker counts, comma-separated; NxK: N at speedup K; N+I: and I idle workers polling",
     )
     parser.add_argument("--batch-s", type=float, default=300.0, help="real seconds a batch lasts (mean)")
     parser.add_argument("--heartbeat-s", type=float, default=20.0, help="real heartbeat interval (evalwf worker's)")
@@ -574,6 +638,7 @@ def main() -> None:
     parser.add_argument("--dry-run-timeout", type=float, default=900.0)
     parser.add_argument("--skip", choices=["queue", "dry-run"], action="append", default=[])
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--keep-logs", type=Path, help="copy the server's and the submitter's logs into this folder")
     args = parser.parse_args()
     try:
         specs = window_specs(args.workers, args.speedup)
@@ -596,12 +661,16 @@ def main() -> None:
             results["queue"] = queue_campaign(workdir, args.tasks, args.idle_s, args.queue_timeout)
             print(json.dumps({"queue": results["queue"]}, indent=1), flush=True)
             results["windows"] = []
-            for workers, speedup in specs:
+            for spec in specs:
                 cap = args.active or results["queue"]["batches"]
-                paced = Pacing(args.batch_s, args.heartbeat_s, speedup)
-                window = workers_window(workdir, workers, paced, args.window_s, cap)
+                paced = Pacing(args.batch_s, args.heartbeat_s, spec.speedup)
+                window = workers_window(workdir, spec.workers, spec.idle, paced, args.window_s, cap)
                 results["windows"].append(window)
                 print(json.dumps({"window": window}, indent=1, default=str), flush=True)
+            if args.keep_logs:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                for name in (".labtasker/server.log", "submitter.log"):
+                    shutil.copy(workdir / name, args.keep_logs / Path(name).name)
     if "dry-run" not in args.skip:
         results["dry_runs"] = []
         for size in args.dry_run_sizes:

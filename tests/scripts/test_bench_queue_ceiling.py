@@ -93,9 +93,33 @@ def test_active_window_refills_finished_batches_in_queue_order() -> None:
     assert ceiling.ActiveWindow(["a"], cap=10).active == ["a"]
 
 
-def test_worker_spec_with_its_own_speedup() -> None:
-    assert ceiling.window_specs("64,128,256x1", 10.0) == [(64, 10.0), (128, 10.0), (256, 1.0)]
-    assert ceiling.window_specs("8x2.5,", 1.0) == [(8, 2.5)]
-    for bad in ("0", "x2", "many"):
+def test_worker_spec_with_its_own_speedup_and_idle_workers() -> None:
+    spec = ceiling.WindowSpec
+    assert ceiling.window_specs("64,128,256x1", 10.0) == [spec(64, 10.0), spec(128, 10.0), spec(256, 1.0)]
+    assert ceiling.window_specs("8x2.5,", 1.0) == [spec(8, 2.5)]
+    assert ceiling.window_specs("64x1+192,0+256", 10.0) == [spec(64, 1.0, 192), spec(0, 10.0, 256)]
+    for bad in ("0", "x2", "many", "64+", "64x"):
         with pytest.raises(argparse.ArgumentTypeError, match="not a worker count"):
             ceiling.window_specs(bad, 1.0)
+
+
+def test_requests_are_counted_by_kind_and_status_with_ids_folded() -> None:
+    line = '2026-12-05T02:13:45.052Z INFO [labtasker-server] - "{} HTTP/1.1" {}'
+    log = "\n".join(
+        [
+            line.format("POST /api/v2/queues/evalwf/tasks/t_OZORd1uAly6b/heartbeat", 200),
+            line.format("POST /api/v2/queues/evalwf/tasks/t_CsSp1MufyaG0/heartbeat", 200),
+            line.format("POST /api/v2/queues/evalwf/tasks/claim", 503),
+            line.format("GET /api/v2/queues/evalwf/tasks/count", 200),
+            line.format("GET /api/v2/queues/evalwf/tasks?filter=id+in+%5B%5D&limit=1000", 200),
+            line.format("PUT /api/v2/queues/evalwf/workers/w_abc", 503),
+            METRICS,
+        ]
+    )
+    assert ceiling.request_counts(log) == {
+        "POST /api/v2/queues/evalwf/tasks/{id}/heartbeat 200": 2,
+        "POST /api/v2/queues/evalwf/tasks/claim 503": 1,
+        "GET /api/v2/queues/evalwf/tasks/count 200": 1,
+        "GET /api/v2/queues/evalwf/tasks 200": 1,
+        "PUT /api/v2/queues/evalwf/workers/{id} 503": 1,
+    }
