@@ -10,10 +10,12 @@ import secrets
 import sqlite3
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import pytest
+import psutil
 from labtasker_testkit import client, labtasker_url, queue
 
 from evalwf.contract import JOB_STEP_PROGRESS
@@ -36,15 +38,19 @@ def hold_write_lock(database: Path, locked: threading.Event, held_s: float) -> N
         connection.close()
 
 
-def session_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The database of this session's server (labtasker_url: <basetemp>/labtasker<N>/server)."""
-    found = sorted({path.resolve() for path in tmp_path_factory.getbasetemp().glob("labtasker*/server/server.db")})
-    assert len(found) == 1, f"expected the session server's one database, found {found}"
-    return found[0]
+def served_database(url: str) -> Path:
+    """The database of the Labtasker server answering on `url`'s port (its daemon's --database)."""
+    port = str(urlsplit(url).port)
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        flags = dict(pairwise(argv))
+        if "labtasker_server" in argv and flags.get("--port") == port and "--database" in flags:
+            return Path(flags["--database"])
+    raise AssertionError(f"no Labtasker server process serves {url}")
 
 
 def test_the_job_step_start_is_reported_through_a_busy_database(
-    client: Any, labtasker_url: str, queue: str, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+    client: Any, labtasker_url: str, queue: str, tmp_path: Path
 ) -> None:
     from labtasker import Client
 
@@ -53,7 +59,7 @@ def test_the_job_step_start_is_reported_through_a_busy_database(
     assert claim is not None and claim.task.id == task.id
     reports = QueueReports(lambda: Client(url=labtasker_url, queue=queue), lambda: False, lambda: None)
     locked = threading.Event()
-    holder = threading.Thread(target=hold_write_lock, args=(session_database(tmp_path_factory), locked, HELD_S))
+    holder = threading.Thread(target=hold_write_lock, args=(served_database(labtasker_url), locked, HELD_S))
     holder.start()
     assert locked.wait(10), "the test could not take the database's write lock"
     started = time.monotonic()
