@@ -2,7 +2,10 @@
 emulated workers and the real submitter's status rounds, and `snakemake -n` on very large campaigns.
 
     python scripts/bench_queue_ceiling.py [--tasks 10000] [--workers 64,128,256] [--batch-s 300] [--speedup 10]
-        [--window-s 120] [--dry-run-sizes 10000,50000] [--json out.json]
+        [--window-s 120] [--dry-run-sizes 10000,50000] [--skip queue|dry-run] [--json out.json] [--keep-logs DIR]
+
+--workers takes counts (64), counts at their own speedup (256x1: real speed) and idle slots beside them (64x1+192:
+192 more that find nothing to claim and poll as an idle worker does, the end of a campaign).
 
 1. Queue: the real submitter (snakemake --profile profiles/labtasker, `--jobs` = every batch) queues --tasks
    batches of a stand-in campaign; measured: time to queue them, the submitter's peak memory, its CPU while it only
@@ -18,7 +21,8 @@ emulated workers and the real submitter's status rounds, and `snakemake -n` on v
    workers put the request load of W x speedup real workers on the server (the status interval is not
    compressed). Measured over --window-s: claims/s sustained against the claims/s asked for, claim latency
    p50/p95/max (both claim calls of a slot with a policy loaded), heartbeat and complete latency, errors by code
-   (database_busy = SQLite lock contention the server gave up on), status round cost (bytes, client CPU, wall),
+   (database_busy = SQLite lock contention the server gave up on), requests by kind and status from the server's
+   access log, status round cost (bytes, client CPU, wall),
    server CPU, and the server's own database metrics (write transactions' time share: the SQLite write lock is
    held or waited for; connection waits; busy failures), read from its log where it writes them every 60 s.
 3. `snakemake -n` of the same stand-in campaign at each of --dry-run-sizes batches (manifests built first):
