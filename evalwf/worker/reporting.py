@@ -73,21 +73,36 @@ class QueueReports:
     def step_starts(self, client: Any, claim: Any, worker_id: str, log_path: Path) -> bool:
         """Tell the queue the job step starts now (a submitter's Ctrl-C cancels claimed tasks whose step has not
         started: such a step would only wait for the submitter's removed files and fail), after checking that the
-        task was not cancelled meanwhile (e.g. while the policy server was loading). False: it was."""
+        task was not cancelled meanwhile (e.g. while the policy server was loading). False: it was. A busy server
+        (database_busy: its SQLite write lock was not free in time, as when hundreds of workers claim at once) is
+        asked again, as reports are: a start it never recorded would have a Ctrl-C cancel a running step."""
         from labtasker import APIError, LabtaskerError
 
-        try:
-            queue_client.heartbeat(client, claim)
-            queue_client.report_progress(
-                client, claim, {JOB_STEP_PROGRESS: "started", "worker": worker_id, "log": str(log_path)}
-            )
-        except APIError as error:
-            if error.code in ("stale_run", "run_finalized"):
-                log(f"task {claim.task.id} was cancelled before its job step started ({error.code})")
-                return False
-        except LabtaskerError as error:
-            log(f"task {claim.task.id}: could not report the job step start: {error}")
-        return True
+        started = time.monotonic()
+        delay = 0.25
+        while True:
+            try:
+                queue_client.heartbeat(client, claim)
+                queue_client.report_progress(
+                    client, claim, {JOB_STEP_PROGRESS: "started", "worker": worker_id, "log": str(log_path)}
+                )
+                return True
+            except APIError as error:
+                if error.code in ("stale_run", "run_finalized"):
+                    log(f"task {claim.task.id} was cancelled before its job step started ({error.code})")
+                    return False
+                if error.status_code < 500 and error.code != "database_busy":
+                    log(f"task {claim.task.id}: the job step start was refused: {error.code}: {error.message}")
+                    return True
+            except LabtaskerError as error:
+                log(f"task {claim.task.id}: could not report the job step start: {error}")
+                return True
+            remaining = self._deadline(started) - time.monotonic()
+            if remaining <= 0:
+                log(f"task {claim.task.id}: the queue stayed busy; the job step starts unreported")
+                return True
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 5.0)
 
     def heartbeats(self, claim: Any, revoked: threading.Event, interval_s: float) -> None:
         """Until `revoked` is set (the task ended): a heartbeat every interval_s, on a client of its own; a task
