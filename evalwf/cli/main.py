@@ -213,7 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", nargs="*", default=[], metavar="KEY=VALUE", help="top-level overrides, as snakemake's --config"
     )
     plan.add_argument(
-        "--workers", type=_positive_int, default=DEFAULT_WORKERS, metavar="N", help="workers (GPUs) for the span"
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"workers (GPUs) for the span (default: the workers batch_size auto plans for, else {DEFAULT_WORKERS})",
     )
     plan.add_argument(
         "--seconds-per-step",
