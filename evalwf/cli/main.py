@@ -139,7 +139,7 @@ def _plan(args: argparse.Namespace) -> int:
         member.policy.name: build_plan(
             member,
             seconds_per_step=args.seconds_per_step,
-            workers=args.workers,
+            workers=getattr(args, "workers", None),  # None: the workers batch_size auto plans for, else 4
             batch_overhead_s=args.batch_overhead_s,
             weights=weights,
         )
@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--workers",
         type=_positive_int,
-        default=None,
+        default=argparse.SUPPRESS,
         metavar="N",
         help=f"workers (GPUs) for the span (default: the workers batch_size auto plans for, else {DEFAULT_WORKERS})",
     )
