@@ -10,7 +10,9 @@ W}}`, evalwf.plan.batch_sizes, sized for the benchmark's W workers) x (fifo | lo
 work / (W x span), the ideal bound max(work / W, longest unit) and span / bound, and the median per-batch time
 split into submit -> claim (queue wait) -> job step running (start-up: Snakemake job step, simulator interpreter,
 policy handshake) -> evaluation -> finished (job step exit, output check, report) -> noticed (the submitter's
-"Finished jobid" line); then a projection of the full campaigns (LIBERO 400 + RoboTwin 1000 batches,
+"Finished jobid" line), the median over the workers of first submission -> their first evaluation running ("first":
+worker warm-up and policy server start, the same for any batching) and the spread of the workers' last finishes
+("tail": what batch sizes change); then a projection of the full campaigns (LIBERO 400 + RoboTwin 1000 batches,
 evalwf.plan.cost) to 8, 32 and 256 GPUs with the measured dispatch overhead, as shipped (batches of 5) and with
 `auto` batch sizes for that many GPUs (and any --projection-sizes), its assumptions printed.
 
@@ -89,6 +91,9 @@ class CampaignResult(TypedDict):
     median_s: MedianParts
     dispatch_overhead_s: Overhead
     submitter_wall_s: float
+    first_running_s: float  # median over the workers: first submission -> their first evaluation running
+    tail_spread_s: float  # the workers' last batches finished within this many seconds of each other
+    batches: list[dict[str, float | str]]  # per batch: its times (seconds since the first submission), GPU, episodes
 
 
 class Efficiencies(TypedDict):
@@ -269,7 +274,9 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
             env = embedded_env()
             workers = subprocess.Popen(worker_argv, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
-            time.sleep(2.0)  # the workers are up and polling before the campaign starts, as on a cluster
+            time.sleep(
+                args.warmup_s
+            )  # the workers are up, polling and warm before the campaign starts, as on a cluster
             run = StampedRun(
                 snakemake_argv(
                     workdir,
@@ -307,9 +314,15 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
                     "finished": _ts(task.finished_at),
                     "noticed": noticed.get(task.id, float("nan")),
                     "work": float(result["duration_s"]),
+                    "episodes": len(result["episodes"]),
+                    "gpu": str((result.get("worker") or {}).get("gpu")),
                 }
             )
     first = min(r["created"] for r in rows)
+    lanes: dict[str, list[dict[str, Any]]] = {}  # per worker (GPU): its batches
+    for r in rows:
+        lanes.setdefault(str(r["gpu"]), []).append(r)
+    ends = [max(r["finished"] for r in lane) for lane in lanes.values()]
     span = max(r["noticed"] for r in rows if r["noticed"] == r["noticed"]) - first
     work = sum(r["work"] for r in rows)
     bound = span_lower_bound([r["work"] for r in rows], args.workers)
@@ -336,6 +349,15 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
             "mean": statistics.fmean([r["finished"] - r["claimed"] - r["work"] for r in rows]),
         },
         "submitter_wall_s": run.lines[-1][0] - run.started if run.lines else float("nan"),
+        "first_running_s": median([min(r["step_started"] for r in lane) - first for lane in lanes.values()]),
+        "tail_spread_s": max(ends) - min(ends),
+        "batches": [
+            {
+                key: value - first if isinstance(value, float) and key not in ("work",) else value
+                for key, value in r.items()
+            }
+            for r in sorted(rows, key=lambda r: r["claimed"])
+        ],
     }
 
 
@@ -583,7 +605,8 @@ def print_campaigns(results: list[CampaignResult], header: bool = True) -> None:
     if header:
         print(
             f"{'jobs':<14} {'scheduling':<13} {'units':>5} {'span s':>7} {'work s':>7} {'eff':>5} {'bound s':>7} "
-            f"{'span/bd':>7} | {'wait':>5} {'start':>5} {'run':>5} {'end':>5} {'notice':>6} | {'ovh med':>7}"
+            f"{'span/bd':>7} | {'wait':>5} {'start':>5} {'run':>5} {'end':>5} {'notice':>6} | {'ovh med':>7} "
+            f"{'first':>5} {'tail':>5}"
         )
     for r in results:
         m = r["median_s"]
@@ -592,7 +615,7 @@ def print_campaigns(results: list[CampaignResult], header: bool = True) -> None:
             f"{r['efficiency']:>5.2f} {r['bound_s']:>7.1f} {r['span_over_bound']:>7.2f} | "
             f"{m['submit_to_claim']:>5.1f} {m['claim_to_running']:>5.2f} {m['running']:>5.1f} "
             f"{m['running_to_finished']:>5.2f} {m['finished_to_noticed']:>6.2f} | "
-            f"{r['dispatch_overhead_s']['median']:>7.2f}",
+            f"{r['dispatch_overhead_s']['median']:>7.2f} {r['first_running_s']:>5.1f} {r['tail_spread_s']:>5.1f}",
             flush=True,
         )
 
@@ -639,6 +662,12 @@ def main() -> None:
         help="fixed sizes projected next to auto (1: the finest split)",
     )
     parser.add_argument("--modes", nargs="+", default=["fifo", "longest-first"])
+    parser.add_argument(
+        "--warmup-s",
+        type=float,
+        default=2.0,
+        help="seconds the workers run before the campaign is submitted (their spares import Snakemake meanwhile)",
+    )
     parser.add_argument("--scale-s", type=float, default=0.004, help="episode seconds per RoboTwin step of limit")
     parser.add_argument("--poll-max", type=float, default=0.5, help="workers' longest idle pause between claims")
     parser.add_argument("--status-every", type=int, default=1, help="seconds between status checks")
