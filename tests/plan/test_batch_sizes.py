@@ -182,5 +182,5 @@ def test_a_bad_auto_block_is_refused_naming_the_key_and_the_forms(tmp_path, batc
 
 
 def test_auto_fills_its_bounds_from_the_schema(tmp_path):
-    config = validate_config(standin_config(tmp_path, standin={"batch_size": auto(3)}))
-    assert config["benchmarks"]["standin"]["batch_size"] == {"auto": {"workers": 3, "min": 1, "max": None}}
+    campaign = Campaign(validate_config(standin_config(tmp_path, standin={"batch_size": auto(3)})))
+    assert AutoBatchSize.of(campaign.settings("standin").batch_size) == AutoBatchSize(3, 1, None)
