@@ -8,11 +8,14 @@ batches are planned in rounds of W, and each batch of a round is worth half the 
 so the sizes fall geometrically to one episode at the end; the longest-first scheduler then runs the large ones
 first and the episode-sized ones last.
 
-What a batch is worth comes from the config and the benchmark's documented figures only (`sizing_episode_seconds`:
-the seconds per step a benchmark emulates, else its adapter's cost_figures, at each task's step limit), never from
-measured results: a measurement taken after a run would change the sizes, and so the names, of batches that are
-already finished. The rule only compares tasks with each other (it is unchanged when every cost is scaled), so the
-step limits, which set what a task costs next to the others, are what matters. Same config and code, same batches.
+What an episode is worth to the rule (`sizing_episode_seconds`) is evalwf.plan.cost's figure before anything is
+measured, less the reset: the task's step limit x the seconds per step its benchmark emulates, else x its documented
+step time (the adapter's cost_figures). Never measured results: a measurement taken after a run would change the
+sizes, and so the names, of batches that are already finished. The rule only compares the tasks of one benchmark
+with each other (it is unchanged when every cost is scaled), so a documented step time, one for all the tasks of a
+benchmark, cancels out, and the reset is left out for that reason too: revising a benchmark's documented figures
+renames nothing. What is left are the step limits, which define the episodes themselves, and the config. Same
+config and step limits, same batches.
 
 Episodes stay defined by their index alone: the sizes only move the boundaries between batches.
 """
@@ -66,15 +69,10 @@ def sizing_episode_seconds(
     section: Mapping[str, object],
     ref: TaskRef,
 ) -> float:
-    """What one episode of `ref` is worth to the sizing rule: the layers of evalwf.plan.cost's model that read only
-    the config and the code (the step time a benchmark emulates, else its documented figures), at the task's step
-    limit. Measured layers are left out on purpose (module docstring)."""
-    limit = adapter.episode_step_limit(settings, ref)
+    """What one episode of `ref` is worth to the sizing rule: its step limit x the step time its benchmark emulates,
+    else x the benchmark's documented step time (no reset, nothing measured: module docstring)."""
     emulated = emulated_step_time(section, ref)
-    if emulated > 0:
-        return limit * emulated
-    figures = adapter.cost_figures
-    return figures.reset_s + limit * figures.step_s
+    return adapter.episode_step_limit(settings, ref) * (emulated if emulated > 0 else adapter.cost_figures.step_s)
 
 
 def factoring_sizes(tasks: Sequence[tuple[int, float]], rule: AutoBatchSize) -> list[list[int]]:

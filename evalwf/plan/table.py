@@ -161,8 +161,8 @@ def build_plan(
         setting = campaign.settings(benchmark).batch_size
         if not isinstance(setting, int):
             notes.append(
-                f"{benchmark}: batch sizes {AutoBatchSize.of(setting).describe()}, sized from the config and the "
-                "documented figures only, so that they never change once batches are finished"
+                f"{benchmark}: batch sizes {AutoBatchSize.of(setting).describe()}, sized by the tasks' step limits "
+                "and the config alone, so that nothing measured later re-sizes (renames) a finished batch"
             )
     if found.manifests_cached:
         notes.append(f"{len(found.manifests_cached)} of the manifests to build are in the manifest cache (copied)")

@@ -11,12 +11,13 @@ import statistics
 from pathlib import Path
 
 import pytest
-from conftest import standin_config
+from conftest import REPO, standin_config
 
+from evalwf.benchmark.adapter import CostFigures, get_adapter
 from evalwf.common.errors import ConfigError
 from evalwf.plan.batch_sizes import AutoBatchSize, factoring_sizes
 from evalwf.plan.campaign import Campaign, PolicyCampaign
-from evalwf.plan.config import validate_config
+from evalwf.plan.config import load_config, validate_config
 from evalwf.plan.cost import CostModel, list_schedule_span
 
 # bench_scheduling's long-tailed campaign: seconds per episode of its 7 tasks (RoboTwin step limits x 0.004)
@@ -184,3 +185,16 @@ def test_a_bad_auto_block_is_refused_naming_the_key_and_the_forms(tmp_path, batc
 def test_auto_fills_its_bounds_from_the_schema(tmp_path):
     campaign = Campaign(validate_config(standin_config(tmp_path, standin={"batch_size": auto(3)})))
     assert AutoBatchSize.of(campaign.settings("standin").batch_size) == AutoBatchSize(3, 1, None)
+
+
+def test_revising_a_benchmarks_documented_figures_renames_no_batch(tmp_path, monkeypatch):
+    """The figures are conservative guesses a later commit may revise (docs/performance.md): a campaign resumed on
+    that commit must find its batches. Only the step limits and the config size them."""
+    shipped = [REPO / "config" / name for name in ("libero.yaml", "policies/standin.yaml")]
+    where = {"results_dir": str(tmp_path / "results"), "manifest_cache": str(tmp_path / "cache")}
+    config = load_config(*shipped, overrides={**where, "benchmarks": {"libero": {"batch_size": auto(32)}}})
+    before = labels(Campaign(config).single())
+    adapter = type(get_adapter("libero"))
+    monkeypatch.setattr(adapter, "cost_figures", CostFigures(step_s=0.1, reset_s=60.0, manifest_s=97.0))
+    assert labels(Campaign(config).single()) == before
+    assert len({label.rsplit("/", 1)[-1].split("-")[1] for label in before}) > 2, "auto planned several sizes"
