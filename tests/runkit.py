@@ -26,7 +26,7 @@ Extra = Callable[[str, str, int], dict[str, Any]]  # (suite, task, episode index
 def seal_manifests(campaign: Campaign | PolicyCampaign) -> None:
     adapter = get_adapter("standin")
     for path, plan in campaign.manifests().items():
-        seal_manifest(adapter, plan.definition, plan.scope, plan.ref.task, path, campaign.config["manifest_cache"])
+        seal_manifest(adapter, plan.definition, plan.scope, plan.ref.task, path, campaign.config.manifest_cache)
 
 
 def write_batch(campaign: PolicyCampaign, batch: BatchPlan, success: Outcome, extra: Extra | None = None) -> None:

@@ -152,7 +152,7 @@ class PlannedTasks:
                     + [batch.episodes.label for batch in plan.batches]
                     for plan in plans
                 ],
-                "reference": self.config.document()["reference"],  # the document's, as written: the digest stays
+                "reference": self.config.reference_block(),  # the document's, as written: the digest stays
             }
         )
 

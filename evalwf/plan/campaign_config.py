@@ -2,17 +2,18 @@
 and every reader of the campaign takes, instead of a dict that any caller could change and every caller re-derives.
 
 The derived facts (which policies evaluate which benchmark, the baseline, whether the campaign has several
-policies) are computed once, here, from the validated document. The document itself stays readable as a read-only
-mapping (`config["benchmarks"][name]["seed"]`): it is what the run's snapshot (results/<run>/campaign.yaml)
-records, and each read hands out a copy, so nothing can change the campaign after validation.
+policies) are computed once, here, from the validated document. Readers take what they need from attributes and
+methods named for it (`config.benchmarks[name].settings()`, `config.manifest_cache`); the value is no mapping, so
+`config["benchmarks"]` is a TypeError, not a second way in. The whole document is `config.document()`, a copy: what
+the run's snapshot (results/<run>/campaign.yaml) records. Nothing can change the campaign after validation.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from evalwf.common.json_types import JsonValue
 from evalwf.policy.schema import PolicyBlock
@@ -116,7 +117,7 @@ class BenchmarkConfig:
 
 
 @dataclass(frozen=True)
-class CampaignConfig(Mapping[str, Any]):
+class CampaignConfig:
     """A validated campaign config (evalwf.plan.config.validate_config builds it; nothing else should)."""
 
     run: str
@@ -127,13 +128,11 @@ class CampaignConfig(Mapping[str, Any]):
     baseline: str  # `baseline`, else the first policy: derived, never written into the document
     several_policies: bool  # results go to <results_dir>/<run>/<policy>/<benchmark>/
     adaptive: AdaptiveConfig | None
-    reference: Mapping[str, Mapping[str, float | str]]
+    reference: Mapping[str, Mapping[str, float] | str]  # "source": text; <benchmark>: {suite: percent}
     _document: Mapping[str, JsonValue] = field(repr=False, compare=False)
 
     def with_results_dir(self, results_dir: str) -> CampaignConfig:
         """The same campaign writing under another results_dir (a snapshot read from a run's folder)."""
-        from dataclasses import replace
-
         return replace(self, results_dir=results_dir, _document={**self._document, "results_dir": results_dir})
 
     def benchmark_policies(self) -> dict[str, list[str]]:
@@ -150,23 +149,25 @@ class CampaignConfig(Mapping[str, Any]):
 
     def reference_scores(self, benchmark: str) -> dict[str, float]:
         """The scores a paper reports for `benchmark`, per suite (and maybe 'average'); {} when none are given."""
-        return dict(self.reference.get(benchmark, {}))  # type: ignore[arg-type]
+        scores = self.reference.get(benchmark)
+        return dict(scores) if isinstance(scores, Mapping) else {}
 
     @property
     def reference_source(self) -> str | None:
         source = self.reference.get("source")
         return source if isinstance(source, str) else None
 
+    def reference_block(self) -> dict[str, JsonValue]:
+        """`reference:` as the validated document holds it (a copy): what a plan's digest hashes, so that the
+        digest of a config stays what it was."""
+        return copy.deepcopy(dict(self._document["reference"]))  # type: ignore[arg-type]
+
+    def adaptive_block(self) -> AdaptiveBlock | None:
+        """`adaptive:` as the validated document holds it (a copy; None when the campaign is not adaptive): what
+        a round's decision rule takes as its params, so that changing alpha decides again and nothing else does."""
+        block = self._document.get("adaptive")
+        return copy.deepcopy(block) if block is not None else None  # type: ignore[return-value]
+
     def document(self) -> dict[str, JsonValue]:
         """The validated config as YAML would write it (a copy): what the run's snapshot records."""
         return copy.deepcopy(dict(self._document))
-
-    # the read-only mapping of the validated document: each value a copy
-    def __getitem__(self, key: str) -> Any:
-        return copy.deepcopy(self._document[key])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._document)
-
-    def __len__(self) -> int:
-        return len(self._document)

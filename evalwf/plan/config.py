@@ -384,7 +384,7 @@ def _refuse_broken_benchmarks(config: ConfigDocument) -> None:
             raise ConfigError(f"invalid config: config key 'benchmarks.{name}': {refusals[name]}")
 
 
-def validate_config(raw: Mapping[str, Any] | None) -> CampaignConfig:
+def validate_config(raw: Mapping[str, Any] | CampaignConfig | None) -> CampaignConfig:
     """Validate a config (the user's dict, or a CampaignConfig again), fill defaults, and run each benchmark's
     semantic checks.
 
@@ -393,7 +393,7 @@ def validate_config(raw: Mapping[str, Any] | None) -> CampaignConfig:
     """
     if not raw:
         raise ConfigError("empty config: pass one with --configfile config/<name>.yaml (see config/README.md)")
-    config = copy.deepcopy(dict(raw))
+    config = raw.document() if isinstance(raw, CampaignConfig) else copy.deepcopy(dict(raw))
     _leave_out_policy_only_sections(config)
     _refuse_broken_benchmarks(config)
     _require_a_policy_per_benchmark(config)
@@ -446,7 +446,7 @@ def validate_section(benchmark: str, section: SectionDocument) -> SectionDocumen
     """One benchmark's section validated and completed with its schema's defaults, as in a campaign config: for
     callers that build a section by hand (timing tools, tests). Raises ConfigError naming the key."""
     wrapped = {"run": "section", "policy": {"name": "none", "url": "ws://none:1"}, "benchmarks": {benchmark: section}}
-    return validate_config(wrapped)["benchmarks"][benchmark]
+    return validate_config(wrapped).document()["benchmarks"][benchmark]  # type: ignore[index,return-value]
 
 
 def benchmark_sections(*paths: str | Path) -> dict[str, SectionDocument]:

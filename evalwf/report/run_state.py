@@ -62,6 +62,9 @@ EXIT_COMPLETE, EXIT_INCOMPLETE, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 2, 3
 # the queue status was asked for (a URL, or the embedded server it found) could not be read: the files alone cannot
 # say what is pending, running or failed there, so "complete" would be a guess
 EXIT_QUEUE_UNREACHABLE = 4
+# a process's start time as psutil reads it is exact to the clock tick; a pid whose process started more than this
+# apart from the worker's recorded start is another process that was given the same pid
+PROCESS_START_TOLERANCE_S = 1.0
 RESUME_HINT = "cancelled by its submitter (Ctrl-C, SIGHUP or SIGTERM): rerun the same snakemake command to resume"
 
 
@@ -309,7 +312,7 @@ def read_workers(workdir: Path, *, history: bool = False) -> list[WorkerState]:
         if status.get("state") == "stopped":
             alive = "stopped"
         elif status.get("host") == here and status.get("pid"):
-            alive = "yes" if _pid_alive(int(status["pid"])) else "dead"
+            alive = "yes" if _same_process_alive(int(status["pid"]), status.get("started_at")) else "dead"
         else:
             alive = f"? (host {status.get('host')})"
         if history or alive not in ("stopped", "dead"):
@@ -317,14 +320,18 @@ def read_workers(workdir: Path, *, history: bool = False) -> list[WorkerState]:
     return workers
 
 
-def _pid_alive(pid: int) -> bool:
+def _same_process_alive(pid: int, started_at: float | None) -> bool:
+    """The worker's own process still runs: its pid is alive AND started when the worker did (after a reboot or a
+    kill -9, another process may hold the pid; a status.json of an older worker without a start time: pid only)."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        created = psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return True
+    return started_at is None or abs(created - float(started_at)) < PROCESS_START_TOLERANCE_S
 
 
 def exit_code(rows: list[BatchRow]) -> int:

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from evalwf.contract import CLIENT_TOKEN_ENV, WORKER_ID_ENV, campaign_key
 from evalwf.contract.task_payload import payload_campaign
 from evalwf.queue.embedded_server import EmbeddedServerKeeper
@@ -79,8 +81,9 @@ class GpuWorker:
         self.gate = NodeGate(self.gpu, log, self._publish_refusals)
         self.status = WorkerStatus(
             self.log_dir / "status.json",
-            {"worker_id": self.worker_id, "host": self.host, "pid": os.getpid(), "gpu": self.gpu,
-             "slots": self.slots, "queue": self.queue, "route": self.route},
+            {"worker_id": self.worker_id, "host": self.host, "pid": os.getpid(),
+             "started_at": psutil.Process().create_time(), "gpu": self.gpu, "slots": self.slots, "queue": self.queue,
+             "route": self.route},
             server_state=self.server.state,
             refusing=self.gate.refusing,
         )  # fmt: skip

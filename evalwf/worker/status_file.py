@@ -36,6 +36,7 @@ class WorkerIdentity(TypedDict):
     worker_id: str
     host: str
     pid: int
+    started_at: float  # the process's start (epoch seconds): a later process given the same pid is not this worker
     gpu: str
     slots: int
     queue: str
@@ -53,7 +54,7 @@ class WorkerStatus:
         refusing: Callable[[], dict[str, dict[str, str]]],
     ):
         self.path = path
-        self.identity = identity  # worker_id, host, pid, gpu, slots, queue, route
+        self.identity = identity  # worker_id, host, pid, started_at, gpu, slots, queue, route
         self.server_state = (
             server_state  # loading (since, timeout, log) / ready or dead (loads, alive) / external / none
         )

@@ -154,7 +154,7 @@ def test_a_baseline_left_out_is_derived_not_written_into_the_config(tmp_path):
     block = raw.pop("policy")
     raw["policies"] = [{**block, "name": name} for name in ("first", "second")]
     config = validate_config(raw)
-    assert "baseline" not in config
+    assert "baseline" not in config.document()
     assert config.baseline == "first" == config.benchmark_baseline("standin")
     campaign = Campaign(config)
     assert campaign.baseline.policy.name == "first" and campaign.baseline_of("standin") == "first"

@@ -16,7 +16,7 @@ from evalwf.benchmark.batches import EpisodeRange
 from evalwf.cli.policy_check import check_benchmark, main
 from evalwf.contract.loopback import free_port
 from evalwf.plan.campaign import Campaign
-from evalwf.plan.config import load_config, section_settings, validate_config
+from evalwf.plan.config import load_config, validate_config
 from evalwf.plan.manifest import seal_manifest
 from evalwf.policy.client import PolicyServerError
 from evalwf.policy.episode_identity import EPISODE_KEY
@@ -88,8 +88,8 @@ def test_sample_observations_match_what_a_batch_sends():
     section = validate_config(
         {"run": "r", "policy": {"name": "p", "command": "x --port {port}"},
          "benchmarks": {"standin": {"suites": {"beta": ["pour"]}, "episodes_per_task": 1, "batch_size": 1}}}
-    )["benchmarks"]["standin"]  # fmt: skip
-    settings = benchmark_settings("standin", section_settings(section))
+    ).section_settings("standin")  # fmt: skip
+    settings = benchmark_settings("standin", section)
     sample = get_adapter("standin").sample_observation(settings, TaskRef("standin", "beta", "pour"))
     seed = episode_seed("beta", "pour", 0, settings.seed)
     first = StandinEpisode(seed, episode_instruction("pour", seed), settings.tolerance, 0.0).observation()
@@ -193,7 +193,7 @@ def test_the_check_sends_exactly_what_a_campaign_batch_sends(tmp_path, capsys):
     plan = member.tasks_of("standin")[0]
     adapter, settings = get_adapter("standin"), member.settings("standin")
     definition = adapter.manifest_definition(settings, plan.ref.suite, plan.ref.task)
-    cache = member.config["manifest_cache"]
+    cache = member.config.manifest_cache
     manifest = seal_manifest(adapter, definition, plan.ref.suite, plan.ref.task, plan.manifest_path, cache)
     campaign_side = ValidatingPolicy()
     context = BatchContext(plan.ref, EpisodeRange(0, 1), manifest, settings, campaign_side, tmp_path / "a", print)

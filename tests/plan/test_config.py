@@ -18,11 +18,11 @@ def valid(tmp_path):
 
 
 def test_valid_config_gets_defaults(valid):
-    config = validate_config(valid)
-    section = config["benchmarks"]["standin"]
+    document = validate_config(valid).document()
+    section = document["benchmarks"]["standin"]
     assert section["seed"] == 0
     assert section["replan_steps"] == 5
-    assert config["policy"]["protocol"] == "openpi-websocket"
+    assert document["policy"]["protocol"] == "openpi-websocket"
     assert valid["benchmarks"]["standin"].get("seed") is None, "the caller's dict is not modified"
 
 
@@ -75,7 +75,7 @@ def test_uneven_batches_are_allowed(valid):
 )
 def test_shipped_configs_validate(names):
     config = load_config(*(REPO / "config" / name for name in names))
-    assert config["run"]
+    assert config.run
 
 
 @pytest.mark.parametrize(
@@ -102,11 +102,9 @@ def test_policy_command_template_is_checked_before_any_job(command, message):
 
 
 def test_policy_command_with_escaped_braces_renders_literally():
-    from evalwf.policy.spec import PolicySpec
-
     config = standin_config(Path("/tmp"))
     config["policy"]["command"] = 'serve --port {port} --args {{"a": 1}} --home ${{HOME}}'
-    spec = PolicySpec.from_config(validate_config(config)["policy"])
+    (spec,) = validate_config(config).policies
     assert spec.render_command(8000, "0") == 'serve --port 8000 --args {"a": 1} --home ${HOME}'
 
 
@@ -122,10 +120,8 @@ def test_yaml_syntax_error_and_missing_file_are_named(tmp_path):
 def test_gpu_placeholder_is_the_index_the_server_sees():
     """The worker runs the server under CUDA_VISIBLE_DEVICES=<its GPU>: there, `cuda:{gpu}` must be cuda:0 (the
     physical id 3 would name a device the server cannot see); {gpu_physical} keeps the id."""
-    from evalwf.policy.spec import PolicySpec
-
     config = standin_config(Path("/tmp"))
     config["policy"]["command"] = "serve --port {port} --device cuda:{gpu} --label {gpu_physical}"
-    spec = PolicySpec.from_config(validate_config(config)["policy"])
+    (spec,) = validate_config(config).policies
     assert spec.render_command(9000, "3") == "serve --port 9000 --device cuda:0 --label 3"
     assert spec.render_command(9000, "") == "serve --port 9000 --device cuda:0 --label 0"

@@ -40,7 +40,7 @@ def test_files_that_agree_compose_and_config_overrides_win(tmp_path):
     policy_file = {key: config[key] for key in ("run", "results_dir", "manifest_cache", "policy")}
     policy_file["benchmarks"] = {"standin": {"episodes_per_task": 5}}  # the same value twice is no conflict
     merged = load_config(*files(tmp_path, bench=benchmark, pol=policy_file), overrides={"run": "other"})
-    assert merged["run"] == "other" and merged["benchmarks"]["standin"]["episodes_per_task"] == 5
+    assert merged.run == "other" and merged.benchmarks["standin"].episodes_per_task == 5
     assert merged == validate_config({**config, "run": "other"})
 
 

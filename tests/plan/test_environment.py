@@ -24,7 +24,7 @@ from evalwf.contract.sim_request import BatchRequest, ManifestRequest
 from evalwf.job import sim_step
 from evalwf.plan import environment
 from evalwf.plan.campaign import Campaign
-from evalwf.plan.config import section_settings, validate_config
+from evalwf.plan.config import validate_config
 from evalwf.plan.manifest import seal_manifest
 
 ROBOTWIN = get_adapter("robotwin")
@@ -182,7 +182,7 @@ def test_a_dry_run_probes_the_interpreter_and_writes_nothing(tmp_path):
 def test_the_simulator_step_refuses_a_manifest_of_another_environment(tmp_path):
     config = robotwin_config(episodes_per_task=2)
     plan = Campaign(validate_config(config)).tasks[0]
-    section = section_settings(validate_config(config)["benchmarks"]["robotwin"])
+    section = validate_config(config).section_settings("robotwin")
     other = {**plan.definition["environment"], "packages": {**plan.definition["environment"]["packages"]}}
     other["packages"]["numpy"] = "1.0.0"
     definition = {**plan.definition, "environment": other}
@@ -249,7 +249,8 @@ def test_status_refuses_a_run_whose_environment_it_cannot_read(tmp_path):
     run_dir = tmp_path / "results" / "robotwin-standin"
     run_dir.mkdir(parents=True)
     config = robotwin_config(python=str(tmp_path / "gone"))
-    (run_dir / "campaign.yaml").write_text(yaml.safe_dump({**validate_config(config), "policy_identity": "p"}))
+    snapshot = {**validate_config(config).document(), "policy_identity": "p"}
+    (run_dir / "campaign.yaml").write_text(yaml.safe_dump(snapshot))
     with pytest.raises(SystemExit, match=r"robotwin's environment cannot be read here .*benchmarks\.robotwin\.python"):
         run_state.load_run(run_dir, tmp_path)
 

@@ -22,7 +22,7 @@ def several(tmp_path, names=("a", "b", "c"), **extra):
 def test_policies_plan_each_policy_under_its_folder_and_share_the_manifests(tmp_path):
     config = validate_config(several(tmp_path))
     campaign = Campaign(config)
-    assert campaign.multi and campaign.baseline.policy.name == "a" and "baseline" not in config
+    assert campaign.multi and campaign.baseline.policy.name == "a" and "baseline" not in config.document()
     assert list(campaign.members) == ["a", "b", "c"]
     identities = {m.policy.identity for m in campaign.policy_campaigns()}
     assert len(identities) == 3
@@ -85,7 +85,8 @@ def test_a_policy_sweep_is_one_command_over_several_checkpoints(tmp_path):
     config["policy_sweep"] = {"command": command, "checkpoints": {"s1": "ckpt/1", "s2": "ckpt/2"}, "env": {"X": "1"}}
     config["baseline"] = "s2"
     validated = validate_config(config)
-    assert "policy_sweep" not in validated and [b["name"] for b in validated["policies"]] == ["s1", "s2"]
+    document = validated.document()
+    assert "policy_sweep" not in document and [b["name"] for b in document["policies"]] == ["s1", "s2"]
     campaign = Campaign(validated)
     assert campaign.baseline.policy.name == "s2"
     assert campaign.member("s1").policy.command.endswith("--checkpoint ckpt/1")
@@ -95,4 +96,4 @@ def test_a_policy_sweep_is_one_command_over_several_checkpoints(tmp_path):
             {**config, "policy_sweep": {"command": command.split(" --checkpoint")[0], "checkpoints": {"a": "b"}}}
         )
     with pytest.raises(ConfigError, match="give only one of"):
-        validate_config({**config, "policies": validated["policies"]})
+        validate_config({**config, "policies": document["policies"]})

@@ -10,7 +10,7 @@ from videokit import count_frames
 from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange
 from evalwf.benchmark.video import MAX_FRAMES, write_video
-from evalwf.plan.config import section_settings, validate_config
+from evalwf.plan.config import validate_config
 from evalwf.plan.manifest import seal_manifest
 
 
@@ -40,10 +40,10 @@ class ScriptedPolicy:
 def run_standin(tmp_path, task: str, mode: str, solves: set[str]):
     config = validate_config(standin_config(tmp_path, standin={"record_video": mode, "max_steps": 12}))
     adapter = get_adapter("standin")
-    section = benchmark_settings("standin", section_settings(config["benchmarks"]["standin"]))
+    section = benchmark_settings("standin", config.section_settings("standin"))
     definition = adapter.manifest_definition(section, "alpha", task)
     path = tmp_path / f"{task}.json"
-    manifest = seal_manifest(adapter, definition, "alpha", task, str(path), config["manifest_cache"])
+    manifest = seal_manifest(adapter, definition, "alpha", task, str(path), config.manifest_cache)
     ctx = BatchContext(
         TaskRef("standin", "alpha", task), EpisodeRange(0, 2), manifest, section, ScriptedPolicy(solves, task),
         tmp_path / "artifacts", print, video_dir=tmp_path / "batches" / task / "videos",

@@ -11,10 +11,14 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 
+import psutil
+
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, PolicySpec
 from evalwf.report import run_state, status
 from evalwf.worker.policy_server import GuardedPolicyServer
 from evalwf.worker.shared_server import SharedPolicyServer
+
+STARTED_AT = psutil.Process().create_time()  # this process's start, as a worker records its own
 
 
 def write_workers(workdir, bodies):
@@ -97,6 +101,8 @@ def test_workers_table_lists_live_workers_and_the_history_only_when_asked(tmp_pa
             "gpu0": {},  # this process: alive
             "gpu1": {"state": "stopped"},
             "gpu2": {"pid": int(gone.stdout)},  # exited without saying so: dead
+            "gpu4": {"started_at": STARTED_AT - 3600},  # killed, its pid given to another process (this one): dead
+            "gpu5": {"started_at": STARTED_AT},  # its pid, started when it did: alive
         },
     )
     remote = tmp_path / ".snakemake" / "labtasker" / "workers" / "elsewhere" / "status.json"
@@ -104,6 +110,7 @@ def test_workers_table_lists_live_workers_and_the_history_only_when_asked(tmp_pa
     body = {"worker_id": "node7-gpu3", "host": "node7", "pid": 1, "gpu": "3", "state": "running"}
     remote.write_text(json.dumps(body))
     live = {worker.worker: worker.alive for worker in run_state.read_workers(tmp_path)}
-    assert live == {f"{socket.gethostname()}-gpu0": "yes", "node7-gpu3": "? (host node7)"}
+    host = socket.gethostname()
+    assert live == {f"{host}-gpu0": "yes", f"{host}-gpu5": "yes", "node7-gpu3": "? (host node7)"}
     everyone = {worker.status["gpu"]: worker.alive for worker in run_state.read_workers(tmp_path, history=True)}
-    assert everyone == {"0": "yes", "1": "stopped", "2": "dead", "3": "? (host node7)"}
+    assert everyone == {"0": "yes", "1": "stopped", "2": "dead", "3": "? (host node7)", "4": "dead", "5": "yes"}

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from taskkit import standin_batch_task
 
 from evalwf.worker.job_payload import TaskRefused, validate_task
 from evalwf.worker.procfs import descendants
@@ -55,40 +56,6 @@ def test_kill_9_of_the_owner_kills_and_reaps_every_guarded_descendant():
             owner.kill()
 
 
-def _args(workdir: Path, **overrides) -> dict:
-    """A version-2 payload: it names the job; the worker builds the command (tests/worker/test_trust.py has the
-    attacks)."""
-    from conftest import SNAKEFILE, standin_config, write_config
-
-    from evalwf.contract import PAYLOAD_VERSION, campaign_key
-    from evalwf.plan.config import load_config
-    from evalwf.policy.spec import PolicySpec
-
-    workdir.mkdir(parents=True, exist_ok=True)
-    config = write_config(workdir / "campaign.yaml", standin_config(workdir))
-    args = {
-        "kind": "snakemake-job-step",
-        "version": PAYLOAD_VERSION,
-        "campaign": campaign_key(str(workdir)),
-        "workdir": str(workdir),
-        "snakefile": str(SNAKEFILE),
-        "configfiles": ["campaign.yaml"],
-        "rules": ["evaluate_batch"],
-        "wildcards": [{"run": "t", "benchmark": "standin", "suite": "alpha", "task": "reach", "batch": "0000-2"}],
-        "target_jobs": ["evaluate_batch:run=t,benchmark=standin,suite=alpha,task=reach,batch=0000-2"],
-        "local_groupid": None,
-        "attempt": 1,
-        "latency_wait": 5,
-        "wait_for_files": [],
-        "outputs": [str(workdir / "results" / "t" / "standin" / "batches" / "alpha" / "reach" / "0000-2.json")],
-        "logs": [],
-        "resources": {"gpu": 1},
-        "policy_identity": PolicySpec.from_config(load_config(config)["policy"]).identity,
-    }
-    args.update(overrides)
-    return args
-
-
 def _allowed(workdir: Path) -> list[str]:
     from conftest import REPO
 
@@ -96,7 +63,7 @@ def _allowed(workdir: Path) -> list[str]:
 
 
 def test_worker_accepts_a_job_step_of_an_allowed_workflow(tmp_path):
-    step = validate_task(_args(tmp_path), _allowed(tmp_path))
+    step = validate_task(standin_batch_task(tmp_path), _allowed(tmp_path))
     assert step.argv[0] == sys.executable and step.argv[1:3] == ["-m", "snakemake"]
     assert step.argv[step.argv.index("--mode") + 1] == "remote"
     assert step.workdir == str(tmp_path) and step.policy is not None and step.policy.name == "standin-policy"
@@ -112,17 +79,17 @@ def test_worker_accepts_a_job_step_of_an_allowed_workflow(tmp_path):
 )
 def test_worker_refuses_what_is_not_an_allowed_job_step(tmp_path, change, reason):
     with pytest.raises(TaskRefused, match=reason):
-        validate_task(_args(tmp_path, **change), _allowed(tmp_path))
+        validate_task(standin_batch_task(tmp_path, **change), _allowed(tmp_path))
 
 
 def test_worker_refuses_a_workflow_directory_that_is_not_allowed(tmp_path):
     allowed = tmp_path / "allowed"
     allowed.mkdir()
     with pytest.raises(TaskRefused, match="not allowed"):
-        validate_task(_args(tmp_path / "elsewhere"), [str(allowed)])
+        validate_task(standin_batch_task(tmp_path / "elsewhere"), [str(allowed)])
     sibling = tmp_path / "allowed-not"
     with pytest.raises(TaskRefused, match="not allowed"):
-        validate_task(_args(sibling), [str(allowed)])
+        validate_task(standin_batch_task(sibling), [str(allowed)])
 
 
 def test_cpu_render_threads_split_the_cores_between_job_slots(monkeypatch):

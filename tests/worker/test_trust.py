@@ -29,11 +29,11 @@ from labtasker_testkit import (
     workers,
 )
 from policy_stranger import ONE_SHOT, stranger_on
+from taskkit import standin_batch_task
 
-from evalwf.contract import PAYLOAD_VERSION, campaign_key
+from evalwf.contract import campaign_key
 from evalwf.contract.task_payload import payload_campaign
 from evalwf.plan.config import load_config
-from evalwf.policy.spec import PolicySpec
 from evalwf.worker.job_payload import FIXED_JOB_STEP_OPTIONS, NotForThisWorker, TaskRefused, validate_task
 from snakemake_executor_plugin_labtasker.task_identity import job_step_fields
 
@@ -46,33 +46,10 @@ def campaign(workdir: Path, **section) -> Path:
     return write_config(workdir / "campaign.yaml", standin_config(workdir, standin=section or {}))
 
 
-def payload(workdir: Path, **overrides) -> dict:
-    """What the plugin submits for one batch of the stand-in campaign in `workdir` (version 2: names the job)."""
-    config = workdir / "campaign.yaml"
-    if not config.exists():
-        campaign(workdir)
-    args = {
-        "kind": "snakemake-job-step",
-        "version": PAYLOAD_VERSION,
-        "campaign": campaign_key(str(workdir)),
-        "workdir": str(workdir),
-        "snakefile": str(SNAKEFILE),
-        "configfiles": ["campaign.yaml"],
-        "rules": ["evaluate_batch"],
-        "wildcards": [{"run": "t", "benchmark": "standin", "suite": "alpha", "task": "reach", "batch": "0000-2"}],
-        "target_jobs": ["evaluate_batch:run=t,benchmark=standin,suite=alpha,task=reach,batch=0000-2"],
-        "local_groupid": None,
-        "attempt": 1,
-        "latency_wait": 5,
-        "wait_for_files": [".snakemake/tmp.abc"],
-        "outputs": [str(BATCH.format(workdir=workdir, run="t"))],
-        "logs": [],
-        "resources": {"gpu": 1},
-    }
-    if "policy_identity" not in overrides:
-        args["policy_identity"] = PolicySpec.from_config(load_config(config)["policy"]).identity
-    args.update(overrides)
-    return args
+def payload(workdir: Path, **changes: object) -> dict[str, object]:
+    """What the plugin submits for one batch of the stand-in campaign in `workdir` (tests/taskkit.py), waiting for a
+    file of Snakemake's as a job step does."""
+    return standin_batch_task(workdir, **{"wait_for_files": [".snakemake/tmp.abc"], **changes})
 
 
 def allowed(workdir: Path) -> list[str]:

@@ -116,7 +116,7 @@ def test_a_dry_run_writes_nothing_but_manifests_restored_from_the_cache(tmp_path
     campaign = fabricate_run(data, lambda suite, task, index: index % 2 == 0, skip={"reach/0002-2", "open/0000-2"})
     plan = campaign.task_plan("standin", "alpha", "push")
     restored = Path(plan.manifest_path)
-    cached = Path(campaign.config["manifest_cache"]) / "standin" / f"{plan.manifest_hash}.json"
+    cached = Path(campaign.config.manifest_cache) / "standin" / f"{plan.manifest_hash}.json"
     restored.unlink()  # its directory keeps the task reach's manifest
     workdir = tmp_path / "wf"
     workdir.mkdir()

@@ -13,7 +13,7 @@ checkpoint decide_round:
     localrule: True
     params:
         # what the decision depends on besides its batches: changing alpha or the rule decides again
-        adaptive=CAMPAIGN.config.document().get("adaptive"),
+        adaptive=CAMPAIGN.config.adaptive_block(),
     run:
         jobs.run_logged(
             log[0],

@@ -180,7 +180,7 @@ def test_main_config_loader_composes_the_libero_schema():
         "policy": {"name": "standin", "command": "python -m benchmarks.standin.policy_server --port {port}"},
         "benchmarks": {"libero": {"episodes_per_task": 2, "batch_size": 1, "suites": {"libero_goal": [0]}}},
     }
-    section = validate_config(raw)["benchmarks"]["libero"]
+    section = validate_config(raw).section_settings("libero")
     assert section["seed"] == 7  # openpi's seed is LIBERO's default
     assert (section["replan_steps"], section["num_wait_steps"], section["max_steps"]) == (5, 10, None)
     bad = copy.deepcopy(raw)

@@ -16,7 +16,7 @@ from benchmarks.robotwin.settings import RobotwinSettings
 from benchmarks.standin.policy_server import StandinPolicy
 from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import plan_batches
-from evalwf.plan.config import section_settings, validate_config
+from evalwf.plan.config import validate_config
 from evalwf.plan.manifest import build_manifest_document
 
 ADAPTER = get_adapter("robotwin")
@@ -53,7 +53,7 @@ def raw_section(**overrides: Any) -> dict[str, Any]:
         "policy": {"name": "p", "command": "{python} -m benchmarks.standin.policy_server --port {port}"},
         "benchmarks": {"robotwin": robotwin},
     }
-    return section_settings(validate_config(config)["benchmarks"]["robotwin"])
+    return validate_config(config).section_settings("robotwin")
 
 
 def section(**overrides: Any) -> RobotwinSettings:
