@@ -1,16 +1,20 @@
 """Scheduling benchmark: real campaigns through the real Labtasker server, real Snakemake and W real
 workers, with stand-in episodes whose durations follow RoboTwin's step limits (a long tail).
 
-    python scripts/bench_scheduling.py [--workers 4] [--episodes 12] [--batch-sizes 0 6 3] [--json out.json]
+    python scripts/bench_scheduling.py [--workers 4] [--episodes 12] [--batch-sizes 0 6 3 auto] [--json out.json]
     python scripts/bench_scheduling.py --scale 1400 [--json out.json]     # submit / poll / cancel at 1400 tasks
 
-Campaign mode prints one row per (jobs = whole tasks or batches of B episodes) x (fifo | longest-first): span
+Campaign mode prints one row per (jobs = whole tasks, batches of B episodes, or `auto`: `batch_size: {auto: {workers:
+W}}`, evalwf.plan.batch_sizes, sized for the benchmark's W workers) x (fifo | longest-first): span
 (first batch submitted -> last batch noticed by Snakemake), summed work (the batches' duration_s), efficiency =
 work / (W x span), the ideal bound max(work / W, longest unit) and span / bound, and the median per-batch time
 split into submit -> claim (queue wait) -> job step running (start-up: Snakemake job step, simulator interpreter,
 policy handshake) -> evaluation -> finished (job step exit, output check, report) -> noticed (the submitter's
-"Finished jobid" line); then a projection of the full campaigns (LIBERO 400 + RoboTwin 1000 batches,
-evalwf.plan.cost) to 8 and 32 GPUs with the measured dispatch overhead, its assumptions printed.
+"Finished jobid" line), the median over the workers of first submission -> their first evaluation running ("first":
+worker warm-up and policy server start, the same for any batching) and the spread of the workers' last finishes
+("tail": what batch sizes change); then a projection of the full campaigns (LIBERO 400 + RoboTwin 1000 batches,
+evalwf.plan.cost) to 8, 32 and 256 GPUs with the measured dispatch overhead, as shipped (batches of 5) and with
+`auto` batch sizes for that many GPUs (and any --projection-sizes), its assumptions printed.
 
 Scale mode queues N batch tasks with no worker, measures the time to queue them, idle status rounds (bytes and
 CPU-s on each side), the idle submitter's CPU, then Ctrl-C (time to exit, every queued task cancelled), and a
@@ -87,6 +91,9 @@ class CampaignResult(TypedDict):
     median_s: MedianParts
     dispatch_overhead_s: Overhead
     submitter_wall_s: float
+    first_running_s: float  # median over the workers: first submission -> their first evaluation running
+    tail_spread_s: float  # the workers' last batches finished within this many seconds of each other
+    batches: list[dict[str, float | str]]  # per batch: its times (seconds since the first submission), GPU, episodes
 
 
 class Efficiencies(TypedDict):
@@ -98,7 +105,19 @@ class Efficiencies(TypedDict):
     longest_first_worst: float
 
 
-# keys as --json has always written them ("8_gpus" is no identifier)
+class PlanEfficiency(TypedDict):
+    """One batch plan of the full campaigns, longest-first on N GPUs, over the simulated trials."""
+
+    batches: int
+    smallest_batch_s: float  # expected cost of its shortest and longest batch
+    largest_batch_s: float
+    longest_first_median: float
+    longest_first_worst: float
+
+
+PROJECTED_GPUS = (8, 32, 256)
+
+# keys as --json has always written them ("8_gpus" is no identifier); "by_plan": GPUs -> plan -> efficiency
 Projection = TypedDict(
     "Projection",
     {
@@ -108,6 +127,9 @@ Projection = TypedDict(
         "assumptions": list[str],
         "8_gpus": Efficiencies,
         "32_gpus": Efficiencies,
+        "256_gpus": Efficiencies,
+        "by_plan": dict[str, dict[str, PlanEfficiency]],
+        "auto_planned_for": dict[str, dict[str, float]],  # planned workers -> GPUs run on -> longest-first median
     },
     total=False,
 )
@@ -121,7 +143,15 @@ def _ts(value: Any) -> float:
     return value.timestamp()
 
 
-def campaign_config(workdir: Path, cache: Path, episodes: int, batch_size: int, step_scale: float) -> Path:
+BatchSize = int | dict[str, dict[str, int | None]]  # a number, or {auto: {workers, min, max}} (config.schema.yaml)
+
+
+def batch_size_setting(size: str, workers: int, auto_min: int, auto_max: int | None) -> BatchSize:
+    """--batch-sizes' word as the config's batch_size: a number, or `auto` sized for these workers."""
+    return {"auto": {"workers": workers, "min": auto_min, "max": auto_max}} if size == "auto" else int(size)
+
+
+def campaign_config(workdir: Path, cache: Path, episodes: int, batch_size: BatchSize, step_scale: float) -> Path:
     step_time = {task: limit * step_scale / STEPS for tasks in MIX.values() for task, limit in tasks.items()}
     config = {
         "run": "sched",
@@ -226,9 +256,10 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def run_campaign(args: argparse.Namespace, cache: Path, batch_size: int, mode: str) -> CampaignResult:
+def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) -> CampaignResult:
 
-    whole = batch_size == 0
+    whole = size == "0"
+    batch_size = batch_size_setting(size, args.workers, args.auto_min, args.auto_max)
     with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
         workdir = Path(tmp)
         config = campaign_config(workdir, cache, args.episodes, args.episodes if whole else batch_size, args.scale_s)
@@ -243,7 +274,9 @@ def run_campaign(args: argparse.Namespace, cache: Path, batch_size: int, mode: s
             env = embedded_env()
             workers = subprocess.Popen(worker_argv, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
-            time.sleep(2.0)  # the workers are up and polling before the campaign starts, as on a cluster
+            time.sleep(
+                args.warmup_s
+            )  # the workers are up, polling and warm before the campaign starts, as on a cluster
             run = StampedRun(
                 snakemake_argv(
                     workdir,
@@ -281,14 +314,20 @@ def run_campaign(args: argparse.Namespace, cache: Path, batch_size: int, mode: s
                     "finished": _ts(task.finished_at),
                     "noticed": noticed.get(task.id, float("nan")),
                     "work": float(result["duration_s"]),
+                    "episodes": len(result["episodes"]),
+                    "gpu": str((result.get("worker") or {}).get("gpu")),
                 }
             )
     first = min(r["created"] for r in rows)
+    lanes: dict[str, list[dict[str, Any]]] = {}  # per worker (GPU): its batches
+    for r in rows:
+        lanes.setdefault(str(r["gpu"]), []).append(r)
+    ends = [max(r["finished"] for r in lane) for lane in lanes.values()]
     span = max(r["noticed"] for r in rows if r["noticed"] == r["noticed"]) - first
     work = sum(r["work"] for r in rows)
     bound = span_lower_bound([r["work"] for r in rows], args.workers)
     return {
-        "jobs": "whole tasks" if whole else f"batches of {batch_size}",
+        "jobs": "whole tasks" if whole else f"batches of {size}" if size != "auto" else f"auto ({args.workers} w)",
         "mode": mode,
         "workers": args.workers,
         "units": len(rows),
@@ -310,6 +349,15 @@ def run_campaign(args: argparse.Namespace, cache: Path, batch_size: int, mode: s
             "mean": statistics.fmean([r["finished"] - r["claimed"] - r["work"] for r in rows]),
         },
         "submitter_wall_s": run.lines[-1][0] - run.started if run.lines else float("nan"),
+        "first_running_s": median([min(r["step_started"] for r in lane) - first for lane in lanes.values()]),
+        "tail_spread_s": max(ends) - min(ends),
+        "batches": [
+            {
+                key: value - first if isinstance(value, float) and key not in ("work",) else value
+                for key, value in r.items()
+            }
+            for r in sorted(rows, key=lambda r: r["claimed"])
+        ],
     }
 
 
@@ -326,29 +374,59 @@ def simulate(durations: list[float], order: list[int], workers: int, overhead: f
     return max(free)
 
 
-def projection(overhead: float, claim_gap: float, seed: int = 13, trials: int = 20) -> Projection:
+SHIPPED = [REPO / "config" / name for name in ("libero.yaml", "robotwin.yaml", "policies/standin.yaml")]
+
+
+def priced_batches(batch_size: BatchSize | None) -> tuple[list[float], set[str]]:
+    """Expected seconds of every batch of the full campaigns, with every benchmark's batch_size replaced by
+    `batch_size` (None: as shipped), priced as `evalwf plan` prices them (this checkout's results/ measured), and
+    the bases of the prices."""
     from evalwf.plan.campaign import Campaign
     from evalwf.plan.config import load_config
     from evalwf.plan.cost import CostModel
 
-    shipped = [REPO / "config" / name for name in ("libero.yaml", "robotwin.yaml", "policies/standin.yaml")]
-    campaign = Campaign(load_config(*shipped))
+    resized = (
+        None
+        if batch_size is None
+        else {"benchmarks": {name: {"batch_size": batch_size} for name in ("libero", "robotwin")}}
+    )
+    campaign = Campaign(load_config(*SHIPPED, overrides=resized))
     expected: list[float] = []
     bases: set[str] = set()
-    batches = []
-    for member in campaign.policy_campaigns():  # as `evalwf plan` prices them: what this checkout's results/ measured
+    for member in campaign.policy_campaigns():
         model = CostModel.measure(member)
-        batches += member.batches()
         expected += [expected_batch_cost(model, batch) for batch in member.batches()]
         bases |= {model.basis(batch.ref) for batch in member.batches()}
+    return expected, bases
+
+
+def longest_first(expected: list[float], gpus: int, per_batch: float, rng: random.Random, trials: int) -> list[float]:
+    """Efficiency of longest-first (by expected cost) over `trials` draws of the actual durations."""
+    by_cost = sorted(range(len(expected)), key=lambda i: -expected[i])
+    out = []
+    for _ in range(trials):
+        actual = [cost * rng.uniform(0.5, 1.0) for cost in expected]
+        out.append(sum(actual) / (gpus * simulate(actual, by_cost, gpus, per_batch)))
+    return out
+
+
+def projection(
+    overhead: float,
+    claim_gap: float,
+    sizes: tuple[int, ...] = (),
+    auto_bounds: tuple[int, int | None] = (1, None),
+    seed: int = 13,
+    trials: int = 20,
+) -> Projection:
+    expected, bases = priced_batches(None)
     rng = random.Random(seed)
     per_batch = overhead + claim_gap
     out: Projection = {
-        "batches": len(batches),
+        "batches": len(expected),
         "gpu_hours": sum(expected) / 3600,
         "per_batch_overhead_s": per_batch,
         "assumptions": [
-            f"{len(batches)} batches of config/libero.yaml + config/robotwin.yaml (+ policies/standin.yaml); expected "
+            f"{len(expected)} batches of config/libero.yaml + config/robotwin.yaml (+ policies/standin.yaml); expected "
             "cost = evalwf.plan.cost's, as `evalwf plan` prices them from the batch records under results/ (priced "
             f"by: {', '.join(sorted(bases))})",
             "actual duration = expected x a factor drawn uniformly from [0.5, 1.0] per batch (episodes that succeed "
@@ -358,23 +436,48 @@ def projection(overhead: float, claim_gap: float, seed: int = 13, trials: int = 
             "(assumed: half the workers' --poll-max, the mean pause before an idle worker asks again)",
             "one worker per GPU, all workers present from the start, no failures or retries; fifo = a random "
             f"submission order per trial ({trials} trials: median and worst), longest-first = by expected cost",
+            "by plan: the same campaigns with every benchmark's batch_size replaced (auto: {auto: {workers: <GPUs>, "
+            f"min: {auto_bounds[0]}, max: {auto_bounds[1]}}}}}, evalwf.plan.batch_sizes), longest-first, a generator "
+            "seeded alike per plan",
         ],
+        "by_plan": {},
     }
-    for gpus in (8, 32):
-        fifo, longest = [], []
+    auto_plans = {gpus: priced_batches(batch_size_setting("auto", gpus, *auto_bounds))[0] for gpus in PROJECTED_GPUS}
+    out["auto_planned_for"] = {
+        str(planned): {
+            str(gpus): statistics.median(longest_first(costs, gpus, per_batch, random.Random(seed + gpus), trials))
+            for gpus in PROJECTED_GPUS
+        }
+        for planned, costs in auto_plans.items()
+    }
+    for gpus in PROJECTED_GPUS:
+        fifo = []
         for _ in range(trials):
             actual = [cost * rng.uniform(0.5, 1.0) for cost in expected]
-            work = sum(actual)
             order = list(range(len(actual)))
             rng.shuffle(order)
-            fifo.append(work / (gpus * simulate(actual, order, gpus, per_batch)))
-            by_cost = sorted(range(len(actual)), key=lambda i: -expected[i])
-            longest.append(work / (gpus * simulate(actual, by_cost, gpus, per_batch)))
+            fifo.append(sum(actual) / (gpus * simulate(actual, order, gpus, per_batch)))
+        longest = longest_first(expected, gpus, per_batch, random.Random(seed + gpus), trials)
         out[f"{gpus}_gpus"] = {  # type: ignore[literal-required]
             "fifo_median": statistics.median(fifo),
             "fifo_worst": min(fifo),
             "longest_first_median": statistics.median(longest),
             "longest_first_worst": min(longest),
+        }
+        plans: dict[str, list[float]] = {"as shipped (5)": expected}
+        plans |= {f"batches of {size}": priced_batches(size)[0] for size in sizes}
+        plans[f"auto ({gpus} workers)"] = auto_plans[gpus]
+        out["by_plan"][str(gpus)] = {
+            label: {
+                "batches": len(costs),
+                "smallest_batch_s": min(costs),
+                "largest_batch_s": max(costs),
+                "longest_first_median": statistics.median(
+                    effs := longest_first(costs, gpus, per_batch, random.Random(seed + gpus), trials)
+                ),
+                "longest_first_worst": min(effs),
+            }
+            for label, costs in plans.items()
         }
     return out
 
@@ -502,7 +605,8 @@ def print_campaigns(results: list[CampaignResult], header: bool = True) -> None:
     if header:
         print(
             f"{'jobs':<14} {'scheduling':<13} {'units':>5} {'span s':>7} {'work s':>7} {'eff':>5} {'bound s':>7} "
-            f"{'span/bd':>7} | {'wait':>5} {'start':>5} {'run':>5} {'end':>5} {'notice':>6} | {'ovh med':>7}"
+            f"{'span/bd':>7} | {'wait':>5} {'start':>5} {'run':>5} {'end':>5} {'notice':>6} | {'ovh med':>7} "
+            f"{'first':>5} {'tail':>5}"
         )
     for r in results:
         m = r["median_s"]
@@ -511,7 +615,7 @@ def print_campaigns(results: list[CampaignResult], header: bool = True) -> None:
             f"{r['efficiency']:>5.2f} {r['bound_s']:>7.1f} {r['span_over_bound']:>7.2f} | "
             f"{m['submit_to_claim']:>5.1f} {m['claim_to_running']:>5.2f} {m['running']:>5.1f} "
             f"{m['running_to_finished']:>5.2f} {m['finished_to_noticed']:>6.2f} | "
-            f"{r['dispatch_overhead_s']['median']:>7.2f}",
+            f"{r['dispatch_overhead_s']['median']:>7.2f} {r['first_running_s']:>5.1f} {r['tail_spread_s']:>5.1f}",
             flush=True,
         )
 
@@ -521,12 +625,23 @@ def print_projection(projected: Projection) -> None:
         f"\nprojection, full campaigns ({projected['batches']} batches, {projected['gpu_hours']:.0f} GPU-h expected),"
         f" {projected['per_batch_overhead_s']:.2f} s per batch:"
     )
-    for gpus in (8, 32):
+    for gpus in PROJECTED_GPUS:
         p = projected[f"{gpus}_gpus"]  # type: ignore[literal-required]
         print(
-            f"  {gpus:>2} GPUs: fifo median {p['fifo_median']:.3f} (worst {p['fifo_worst']:.3f}), longest-first "
+            f"  {gpus:>3} GPUs: fifo median {p['fifo_median']:.3f} (worst {p['fifo_worst']:.3f}), longest-first "
             f"median {p['longest_first_median']:.3f} (worst {p['longest_first_worst']:.3f})"
         )
+        for label, plan in projected["by_plan"][str(gpus)].items():
+            print(
+                f"        {label:<20} {plan['batches']:>5} batches ({plan['smallest_batch_s']:.0f}-"
+                f"{plan['largest_batch_s']:.0f} s): longest-first median {plan['longest_first_median']:.3f} (worst "
+                f"{plan['longest_first_worst']:.3f})"
+            )
+    print(
+        "  auto planned for W workers, run on G GPUs (longest-first median): rows W, columns G " + str(PROJECTED_GPUS)
+    )
+    for planned, row in projected["auto_planned_for"].items():
+        print(f"    W = {planned:>3}: " + "  ".join(f"{row[str(gpus)]:.3f}" for gpus in PROJECTED_GPUS))
     print("  assumptions:\n" + "\n".join(f"  - {line}" for line in projected["assumptions"]))
 
 
@@ -534,8 +649,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--episodes", type=int, default=12, help="episodes per stand-in task")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[0, 6, 3], help="0 = one job per task")
+    parser.add_argument(
+        "--batch-sizes", nargs="+", default=["0", "6", "3", "auto"], help="0 = one job per task; auto = batch_size auto"
+    )
+    parser.add_argument("--auto-min", type=int, default=1, help="auto: batch_size.auto.min")
+    parser.add_argument("--auto-max", type=int, help="auto: batch_size.auto.max (default none)")
+    parser.add_argument(
+        "--projection-sizes",
+        type=int,
+        nargs="*",
+        default=[6, 3, 1],
+        help="fixed sizes projected next to auto (1: the finest split)",
+    )
     parser.add_argument("--modes", nargs="+", default=["fifo", "longest-first"])
+    parser.add_argument(
+        "--warmup-s",
+        type=float,
+        default=2.0,
+        help="seconds the workers run before the campaign is submitted (their spares import Snakemake meanwhile)",
+    )
     parser.add_argument("--scale-s", type=float, default=0.004, help="episode seconds per RoboTwin step of limit")
     parser.add_argument("--poll-max", type=float, default=0.5, help="workers' longest idle pause between claims")
     parser.add_argument("--status-every", type=int, default=1, help="seconds between status checks")
@@ -560,7 +692,11 @@ def main() -> None:
             args.json.write_text(json.dumps({"machine": machine, "scale": result}, indent=2))
         return
     if args.projection_only is not None:
-        print_projection(projection(args.projection_only, args.poll_max / 2))
+        print_projection(
+            projection(
+                args.projection_only, args.poll_max / 2, tuple(args.projection_sizes), (args.auto_min, args.auto_max)
+            )
+        )
         return
     episode = {task: limit * args.scale_s for tasks in MIX.values() for task, limit in tasks.items()}
     print(
@@ -580,7 +716,7 @@ def main() -> None:
     print(f"\nall campaigns, {args.workers} workers (medians per batch, seconds):")
     print_campaigns(results)
     overhead = median([r["dispatch_overhead_s"]["median"] for r in results])
-    projected = projection(overhead, args.poll_max / 2)
+    projected = projection(overhead, args.poll_max / 2, tuple(args.projection_sizes), (args.auto_min, args.auto_max))
     print_projection(projected)
     print(f"\nbenchmark wall time {time.time() - started:.0f} s", flush=True)
     if args.json:

@@ -40,7 +40,7 @@ class BenchmarkSettings:
     campaign keys a section may hold (its policies and baseline: evalwf.plan.config.section_settings)."""
 
     episodes_per_task: int
-    batch_size: int
+    batch_size: int | Mapping[str, Mapping[str, int | None]]  # a fixed size, or {auto: ...} (evalwf.plan.batch_sizes)
     seed: int
     python: str | None  # the simulator's interpreter (evalwf.plan.interpreter); None: the workflow's own
 

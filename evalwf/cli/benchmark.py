@@ -51,7 +51,11 @@ def type_text(schema: dict[str, JsonValue]) -> str:
     if "const" in schema:
         return json.dumps(schema["const"])
     if "$ref" in schema:  # a block of the campaign's own (a benchmark's policy): as the top-level key
-        return f"as the top-level `{schema['$ref'].rsplit('/', 1)[-1]}`"
+        name = str(schema["$ref"]).rsplit("/", 1)[-1]
+        main = config_schema()
+        if name not in main["properties"] and name in main["$defs"]:  # a shared value (batch_size): what it admits
+            return type_text(main["$defs"][name])
+        return f"as the top-level `{name}`"
     if "enum" in schema:
         values = [json.dumps(v) if not isinstance(v, str) else v for v in schema["enum"]]
         shown = values if len(values) <= 6 else [*values[:3], f"... ({len(values)} values)"]

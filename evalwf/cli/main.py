@@ -145,7 +145,7 @@ def _plan(args: argparse.Namespace) -> int:
         member.policy.name: build_plan(
             member,
             seconds_per_step=args.seconds_per_step,
-            workers=args.workers,
+            workers=getattr(args, "workers", None),  # None: the workers batch_size auto plans for, else 4
             batch_overhead_s=args.batch_overhead_s,
             weights=weights,
         )
@@ -219,7 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", nargs="*", default=[], metavar="KEY=VALUE", help="top-level overrides, as snakemake's --config"
     )
     plan.add_argument(
-        "--workers", type=_positive_int, default=DEFAULT_WORKERS, metavar="N", help="workers (GPUs) for the span"
+        "--workers",
+        type=_positive_int,
+        default=argparse.SUPPRESS,
+        metavar="N",
+        help=f"workers (GPUs) for the span (default: the workers batch_size auto plans for, else {DEFAULT_WORKERS})",
     )
     plan.add_argument(
         "--seconds-per-step",

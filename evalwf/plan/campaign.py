@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from evalwf.benchmark.adapter import TaskRef, benchmark_settings, get_adapter
-from evalwf.benchmark.batches import EpisodeRange, plan_batches
+from evalwf.benchmark.batches import EpisodeRange
 from evalwf.benchmark.settings import BenchmarkSettings
 from evalwf.common.hashing import short_hash
+from evalwf.plan.batch_sizes import plan_task_batches
 from evalwf.plan.campaign_config import CampaignConfig, SectionDocument
 from evalwf.plan.config import results_defining_settings
 from evalwf.plan.environment import episode_environments, unavailable_reason
@@ -89,16 +90,15 @@ class PlannedTasks:
     def _plan_benchmark(self, benchmark: str) -> Iterator[TaskPlan]:
         adapter = get_adapter(benchmark)
         settings = self.settings(benchmark)
-        for ref in adapter.expand(settings):
+        refs = list(adapter.expand(settings))
+        ranges = plan_task_batches(adapter, settings, self.section(benchmark), refs)
+        for ref in refs:
             scope = adapter.manifest_scope(ref.suite)
             definition = adapter.manifest_definition(settings, scope, ref.task)
             if self.environments[benchmark] is not None:
                 definition["environment"] = self.environments[benchmark]
             digest = manifest_hash(definition)
-            batches = tuple(
-                BatchPlan(ref, rng, self.batch_path(ref, rng))
-                for rng in plan_batches(settings.episodes_per_task, settings.batch_size)
-            )
+            batches = tuple(BatchPlan(ref, rng, self.batch_path(ref, rng)) for rng in ranges[ref])
             yield TaskPlan(
                 ref, scope, definition, digest, self.manifest_path(benchmark, scope, ref.task, digest), batches
             )

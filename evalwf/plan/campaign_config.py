@@ -103,7 +103,7 @@ class BenchmarkConfig:
     policies: tuple[PolicySpec, ...]
     baseline: str
     episodes_per_task: int
-    batch_size: int
+    batch_size: int | Mapping[str, Mapping[str, int | None]]  # a number, or {auto: ...} (evalwf.plan.batch_sizes)
     _settings: Mapping[str, JsonValue] = field(repr=False)
 
     @property

@@ -320,6 +320,12 @@ def _check_adaptive(config: ConfigDocument) -> None:
             continue  # one policy evaluates it: nothing to compare, it runs in full
         section = config["benchmarks"][name]
         episodes, batch = section["episodes_per_task"], section["batch_size"]
+        if not isinstance(batch, int):
+            raise ConfigError(
+                f"invalid config: config key 'benchmarks.{name}.batch_size': auto sizes are not for a benchmark an "
+                "adaptive sweep evaluates in rounds (every batch must lie in one round); give a number that divides "
+                f"adaptive.round_episodes ({rounds})"
+            )
         if rounds % batch:
             raise ConfigError(
                 f"invalid config: config key 'adaptive.round_episodes': {rounds} is not a multiple of "
@@ -335,6 +341,37 @@ def _check_adaptive(config: ConfigDocument) -> None:
                 f"invalid config: config key 'adaptive.min_episodes': {adaptive['min_episodes']} is not less than "
                 f"benchmarks.{name}.episodes_per_task ({episodes}): no decision could ever be taken; use fewer"
             )
+
+
+def _check_batch_size(name: str, section: SectionDocument) -> None:
+    """A batch holds at least one of the task's episodes: a fixed size or auto's `min` is no larger than them."""
+    episodes, batch = section["episodes_per_task"], section["batch_size"]
+    key = f"config key 'benchmarks.{name}.batch_size"
+    if isinstance(batch, int) and batch > episodes:
+        raise ConfigError(
+            f"invalid config: {key}': {batch} is larger than benchmarks.{name}.episodes_per_task ({episodes})"
+        )
+    if isinstance(batch, dict):
+        auto = batch["auto"]
+        if auto["min"] > episodes:
+            raise ConfigError(
+                f"invalid config: {key}.auto.min': {auto['min']} is larger than benchmarks.{name}.episodes_per_task "
+                f"({episodes})"
+            )
+        if auto["max"] is not None and auto["max"] < auto["min"]:
+            raise ConfigError(
+                f"invalid config: {key}.auto.max': {auto['max']} is less than its min ({auto['min']}); raise max or "
+                "lower min"
+            )
+
+
+BATCH_SIZE_FORMS = "a number of episodes, or {auto: {workers: W}} (optional min, max: episodes per batch)"
+
+
+def _batch_size_hint(error: jsonschema.ValidationError) -> str:
+    """What batch_size may be, after a schema error about it (a oneOf's own message names neither form)."""
+    path = list(error.absolute_path)
+    return f"; batch_size is {BATCH_SIZE_FORMS}" if "batch_size" in path else ""
 
 
 def _refuse_broken_benchmarks(config: ConfigDocument) -> None:
@@ -365,17 +402,13 @@ def validate_config(raw: Mapping[str, Any] | CampaignConfig | None) -> CampaignC
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.message)))
     if errors:
         best = jsonschema.exceptions.best_match(errors)
-        raise ConfigError(f"invalid config: {_describe(best)}")
+        raise ConfigError(f"invalid config: {_describe(best)}{_batch_size_hint(best)}")
     if "policy_sweep" in config:
         return validate_config(expand_policy_sweep(config))
     _check_policies(config)
     _check_adaptive(config)
     for name, section in config["benchmarks"].items():
-        if section["batch_size"] > section["episodes_per_task"]:
-            raise ConfigError(
-                f"invalid config: config key 'benchmarks.{name}.batch_size': {section['batch_size']} is larger "
-                f"than benchmarks.{name}.episodes_per_task ({section['episodes_per_task']})"
-            )
+        _check_batch_size(name, section)
         # unknown suites / tasks raise ConfigError naming the key
         get_adapter(name).expand(benchmark_settings(name, section_settings(section)))
     return _campaign_config(config)

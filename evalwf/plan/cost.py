@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalwf.benchmark.adapter import CostFigures, TaskRef, get_adapter
+from evalwf.plan.batch_sizes import emulated_step_time
 from evalwf.plan.campaign import BatchPlan, PlannedTasks, PolicyCampaign
 from evalwf.plan.inventory import survey
 from evalwf.plan.timings import SuiteTiming, measure_benchmarks, measure_suites, quantile
@@ -26,17 +27,6 @@ from evalwf.plan.timings import SuiteTiming, measure_benchmarks, measure_suites,
 MEASURED, SUITE_MEASURED, ASSUMED, CONSERVATIVE_BASIS = "measured", "suite measured", "assumed", "conservative"
 BENCHMARK_MEASURED = "benchmark measured"  # another suite of the benchmark measured the step and reset times
 EMULATED = "emulated"  # a benchmark that emulates its simulator's speed (the stand-in's step_time_s) says it
-
-
-def emulated_step_time(section: Mapping[str, object], ref: TaskRef) -> float:
-    """Seconds per step a benchmark section emulates for `ref` (the stand-in's step_time_s: default and per
-    task), 0 where it emulates none: such a task is priced by it, as its episodes take that long per step."""
-    emulation = section.get("step_time_s")
-    if not isinstance(emulation, Mapping):
-        return 0.0
-    tasks = emulation.get("tasks")
-    value = tasks.get(ref.task) if isinstance(tasks, Mapping) and ref.task in tasks else emulation.get("default")
-    return float(value) if isinstance(value, int | float) and value > 0 else 0.0
 
 
 @dataclass(frozen=True)

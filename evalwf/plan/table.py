@@ -17,6 +17,7 @@ from typing import Any
 
 from evalwf.benchmark.adapter import get_adapter
 from evalwf.common.commands import evalwf_command
+from evalwf.plan.batch_sizes import AutoBatchSize
 from evalwf.plan.campaign import Campaign, PlannedTasks, PolicyCampaign, TaskPlan
 from evalwf.plan.cost import (
     CostModel,
@@ -45,6 +46,7 @@ class PlanRow:
     tasks: int
     episodes: int
     batches: int
+    batch_sizes: tuple[int, int]  # fewest and most episodes in one of the row's batches (batch_size auto: a range)
     done: int
     to_run: int
     invalid: int  # of to_run: a result file exists but fails validation (named in Plan.invalid)
@@ -90,6 +92,7 @@ def _row(
         tasks=len(plans),
         episodes=sum(batch.episodes.count for batch in batches),
         batches=len(batches),
+        batch_sizes=(min(b.episodes.count for b in batches), max(b.episodes.count for b in batches)),
         done=len(batches) - len(to_run),
         to_run=len(to_run),
         invalid=sum(batch.path in found.bad for batch in to_run),
@@ -119,17 +122,24 @@ def _batch_overhead(campaign: PlannedTasks, given: float | None) -> tuple[float,
     return dispatch.gap_s, dispatch.gap_s_p90, f"measured between {dispatch.gaps} pairs of consecutive batches"
 
 
+def planned_workers(campaign: PlannedTasks) -> int:
+    """The workers a campaign is planned for: the most that a `batch_size: {auto: ...}` names, else DEFAULT_WORKERS."""
+    rules = [campaign.settings(name).batch_size for name in campaign.benchmarks]
+    return max((AutoBatchSize.of(rule).workers for rule in rules if not isinstance(rule, int)), default=DEFAULT_WORKERS)
+
+
 def build_plan(
     campaign: PolicyCampaign,
     *,
     seconds_per_step: float | None = None,
-    workers: int = DEFAULT_WORKERS,
+    workers: int | None = None,
     batch_overhead_s: float | None = None,
     weights: Mapping[str, float] | None = None,
 ) -> Plan:
     """Survey the campaign's files once, price every batch, and group by benchmark and suite. `weights`: batch path
     -> the chance it is evaluated (an adaptive sweep: rounds.expected_batch_weights of the whole campaign)."""
     weights = weights or {}
+    workers = workers or planned_workers(campaign)
     found = survey(campaign)
     model = CostModel.build(
         campaign, seconds_per_step, found.durations(), suite_timings(campaign), benchmark_timings(campaign)
@@ -147,6 +157,13 @@ def build_plan(
     notes = []
     if sum(row.manifests_to_build for row in rows) != total.manifests_to_build:
         notes.append("suites that share manifests (RoboTwin seen/unseen) count them in each row; the total once")
+    for benchmark in campaign.benchmarks:
+        setting = campaign.settings(benchmark).batch_size
+        if not isinstance(setting, int):
+            notes.append(
+                f"{benchmark}: batch sizes {AutoBatchSize.of(setting).describe()}, sized by the tasks' step limits "
+                "and the config alone, so that nothing measured later re-sizes (renames) a finished batch"
+            )
     if found.manifests_cached:
         notes.append(f"{len(found.manifests_cached)} of the manifests to build are in the manifest cache (copied)")
     return Plan(
@@ -181,6 +198,7 @@ _COLUMNS = (
     ("tasks", "tasks"),
     ("episodes", "episodes"),
     ("batches", "batches"),
+    ("episodes/batch", "batch_sizes"),
     ("done", "done"),
     ("to run", "to_run"),
     ("invalid", "invalid"),
@@ -251,6 +269,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
     def row(item: PlanRow) -> dict[str, Any]:
         data = asdict(item)
         data["steps_per_episode"] = {"min": item.steps_per_episode[0], "max": item.steps_per_episode[1]}
+        data["batch_sizes"] = {"min": item.batch_sizes[0], "max": item.batch_sizes[1]}
         return data
 
     est = plan.estimate

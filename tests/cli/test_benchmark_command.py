@@ -49,6 +49,7 @@ def test_show_gives_every_setting_with_the_schemas_type_and_default(capsys, name
         if "default" in sub:
             assert f", default {json.dumps(sub['default'])}" in line, line
     assert "episodes_per_task: integer, required" in out  # a common key without a default
+    assert "  batch_size: integer | mapping, required" in out  # a shared definition, no top-level key of that name
 
 
 def test_show_reads_the_defaults_from_the_schema_alone(capsys):

@@ -38,7 +38,7 @@ def test_version_is_the_installed_distribution_version():
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        ("plan", ["usage: evalwf plan", "--configfile FILE", "--workers N", "(default: 4)", "conservative"]),
+        ("plan", ["usage: evalwf plan", "--configfile FILE", "--workers N", "auto plans for, else 4", "conservative"]),
         ("status", ["usage: evalwf status", "run_dir", "--watch"]),
         ("worker", ["usage:", "--gpus", "--slots", "--idle-timeout"]),
         ("demo", ["usage: evalwf demo", "make demo"]),

@@ -47,6 +47,11 @@ def test_the_defaults_come_from_the_schema_and_it_is_off_unless_given(tmp_path):
         ({"drop": "worse-than-worst"}, {}, r"adaptive.drop"),
         ({"alpha": 0}, {}, r"adaptive.alpha"),
         ({"rounds": 3}, {}, r"unknown config key 'adaptive.rounds'"),
+        (
+            {},
+            {"batch_size": {"auto": {"workers": 4}}},
+            r"'benchmarks.standin.batch_size': auto sizes are not for .* rounds",
+        ),
     ],
 )
 def test_bad_adaptive_settings_name_the_key_and_the_fix(tmp_path, adaptive, standin, message):

@@ -146,8 +146,8 @@ def test_dry_run_prints_the_plan_last(tmp_path):
     plan_at, closing_at = out.index("Plan of run t"), out.index("This was a dry-run")
     assert closing_at < plan_at and out.rstrip().endswith("--seconds-per-step S)")
     total_line = next(line for line in out[plan_at:].splitlines() if line.startswith("total"))
-    # tasks episodes batches done to-run invalid manifests-to-build
-    assert total_line.split()[1:8] == ["3", "15", "9", "5", "4", "2", "0"]
+    # tasks episodes batches episodes/batch done to-run invalid manifests-to-build
+    assert total_line.split()[1:9] == ["3", "15", "9", "1-2", "5", "4", "2", "0"]
     # Snakemake only reruns the missing batches: the invalid ones exist, which is why the plan names them
     assert job_counts(out)["evaluate_batch"] == 2
 

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from benchkit import campaign_config, evaluate_campaign, leaves_caller_rngs_alone, records_by_batch_size, served_policy
 
+from evalwf.plan.campaign import Campaign
+from evalwf.plan.config import validate_config
 from evalwf.policy.client import PolicyClient, PolicyServerError
 from evalwf.policy.spec import PolicySpec
 
@@ -26,9 +28,13 @@ def policy_server(tmp_path_factory):
         yield server
 
 
-def test_records_identical_for_batch_size_1_5_and_whole_task(tmp_path, policy_server):
+def test_records_identical_for_batch_size_1_5_whole_task_and_auto(tmp_path, policy_server):
     by_size = records_by_batch_size(tmp_path, "standin", SECTION, POLICY, policy_server.endpoint, sizes=(1, 5, 6))
     assert by_size[1] == by_size[5] == by_size[6]
+    auto = campaign_config(tmp_path / "auto", "standin", {**SECTION, "batch_size": {"auto": {"workers": 2}}}, POLICY)
+    sizes = [batch.episodes.count for batch in Campaign(validate_config(auto)).single().batches()]
+    assert sizes == [3, 2, 1] * 2, "auto sizes of different lengths, large first"
+    assert evaluate_campaign(auto, policy_server.endpoint) == by_size[1]
     assert len(by_size[1]) == 12
     outcomes = {r["success"] for r in by_size[1].values()}
     assert outcomes == {True, False}, "the stand-in should produce both outcomes for a meaningful test"
