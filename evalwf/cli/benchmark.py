@@ -27,6 +27,7 @@ from evalwf.job import node_probe
 from evalwf.plan.campaign_config import SectionDocument
 from evalwf.plan.config import (
     NOT_RESULTS_DEFINING,
+    ON_CHANGE,
     benchmark_sections,
     config_schema,
     schema_refusals,
@@ -80,7 +81,9 @@ def _setting_lines(key: str, schema: dict[str, JsonValue], required: set[str], i
     default = "required" if key in required else "no default"
     if "default" in schema:
         default = f"default {json.dumps(schema['default'])}"
-    operational = "; changing it reruns nothing" if schema.get(NOT_RESULTS_DEFINING) is False else ""
+    operational = ""
+    if schema.get(NOT_RESULTS_DEFINING) is False:
+        operational = f"; changing it {schema.get(ON_CHANGE, 'reruns nothing')}"
     lines = [f"{indent}{key}: {type_text(schema)}, {default}{operational}"]
     description = " ".join(str(schema.get("description") or "").split())
     if description:

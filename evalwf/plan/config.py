@@ -88,6 +88,9 @@ def config_schema() -> dict[str, JsonValue]:
 # Schema annotation of a benchmark key that does not change any episode's outcome (which tasks are planned, how
 # episodes are batched, where a checkout lives, what is recorded on the side): changing it never reruns a batch.
 NOT_RESULTS_DEFINING = "x-results-defining"
+# What changing such a key does where it is more than nothing (`evalwf benchmark show` says it): a key the batch
+# paths carry plans new batches, so the episodes it moves are evaluated again.
+ON_CHANGE = "x-on-change"
 
 
 def results_defining_settings(benchmark: str, section: SectionDocument) -> SectionDocument:

@@ -50,6 +50,12 @@ def test_show_gives_every_setting_with_the_schemas_type_and_default(capsys, name
             assert f", default {json.dumps(sub['default'])}" in line, line
     assert "episodes_per_task: integer, required" in out  # a common key without a default
     assert "  batch_size: integer | mapping, required" in out  # a shared definition, no top-level key of that name
+    # keys outside the settings digest that the batch paths carry: changing them evaluates episodes again (LIBERO's
+    # schema declares both itself, inside its digest, so the line says nothing of reruns)
+    for key in ("episodes_per_task", "batch_size"):
+        [line] = [line for line in out.splitlines() if line.startswith(f"  {key}: ")]
+        assert "reruns nothing" not in line, line
+        assert ("evaluated again" in line) == (name != "libero"), line
 
 
 def test_show_reads_the_defaults_from_the_schema_alone(capsys):
