@@ -1,0 +1,220 @@
+"""The Slurm templates, unchanged, on a real single-node Slurm 22.05 (tests/slurmkit.py: slurmctld, slurmd and munge
+started here, four GPUs declared as generic resources).
+
+One stand-in campaign (two tasks, four batches) runs through a Labtasker server reached by URL, its token read from
+an owner-only file, while Slurm does what it does on a cluster:
+- worker job 1 (`--gres=gpu:2`) starts one worker per GPU Slurm assigned; a second worker job asking three GPUs
+  waits PENDING (Resources) while the first holds two of the four;
+- `scancel --batch --signal=TERM` (what `--signal=B:TERM@120` sends at the time limit) reaches the workers through
+  srun, and they hand their running batches back uncharged; the waiting worker job then starts;
+- `scontrol requeue` of the submitter job (a CPU job) kills its snakemake mid-campaign, and the requeued run attaches
+  to the same tasks: every finished batch adopted, no job step run twice;
+- the results equal the same campaign's run on Snakemake's local executor (the shared finished stand-in run).
+
+The tests below each check one of these on the one campaign (module fixture `campaign`)."""
+
+# ruff: noqa: F401, F811  (pytest fixtures imported from the kits are used as parameters)
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import FinishedRun, finished_run_config, finished_standin_run, write_config
+from labtasker_testkit import REPO, all_tasks, job_step_runs, labtasker_url, wait_for
+from slurmkit import GPUS, Slurm, slurm
+
+pytestmark = pytest.mark.slow
+
+WORKER = REPO / "scripts" / "slurm" / "worker.sbatch"
+SUBMITTER = REPO / "scripts" / "slurm" / "submitter.sbatch"
+QUEUE = "slurm-cluster"
+EPISODE_KEYS = ("index", "seed", "setup", "steps", "success", "extra")
+
+
+@dataclass
+class Campaign:
+    """What the scenario saw, for the tests to check."""
+
+    workdir: Path
+    token: str
+    first_workers: str  # job ids
+    second_workers: str
+    submitter: str
+    pending_reason: str = ""  # the second worker job's, while the first held its GPUs
+    handed_back: dict[str, tuple[str, int]] = field(default_factory=dict)  # task id -> (status, attempt) just after
+    first_end: dict[str, str] = field(default_factory=dict)  # scontrol fields of the first worker job, ended
+    second_end: dict[str, str] = field(default_factory=dict)
+    submitter_end: dict[str, str] = field(default_factory=dict)
+    finished_before_requeue: set[str] = field(default_factory=set)  # batch files
+    tasks: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (name, status) at the end
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def log(self, job: str, kind: str) -> str:
+        return (self.workdir / f"evalwf-{kind}-{job}.out").read_text(errors="replace")
+
+    def node_logs(self, job: str) -> list[Path]:
+        root = self.workdir / ".snakemake" / "labtasker" / "slurm" / job
+        return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def workflow_directory(workdir: Path) -> Path:
+    """A lab's workflow directory: its own copy of workflow/ (the workers run only an allowed directory's
+    workflow/Snakefile) and the campaign's config, which is the shared finished run's without its third task."""
+    shutil.copytree(REPO / "workflow", workdir / "workflow")
+    config = finished_run_config(workdir)
+    section = config["benchmarks"]["standin"]
+    # two tasks of 5 episodes in batches of 3: four batches; no videos (not results-defining); slow enough steps that
+    # a batch still runs when the workers are stopped (also not results-defining)
+    section.update(suites={"alpha": ["reach", "push"]}, record_video="none", step_time_s={"default": 0.25})
+    return write_config(workdir / "campaign.yaml", config)
+
+
+def job_env(url: str, token_file: Path, workdir: Path, **extra: str) -> dict[str, str]:
+    """What the user exports before sbatch (docs/cluster.md): the token only as a file's name."""
+    env = {k: v for k, v in os.environ.items() if k != "LABTASKER_TOKEN" and not k.startswith(("SLURM_", "SBATCH_"))}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.update(
+        LABTASKER_URL=url, LABTASKER_TOKEN_FILE=str(token_file), EVALWF_WORKFLOW_DIR=str(workdir),
+        EVALWF_PYTHON=sys.executable, PYTHONPATH=str(REPO), SNAKEMAKE_LABTASKER_QUEUE=QUEUE, **extra,
+    )  # fmt: skip
+    return env
+
+
+def batch_files(workdir: Path) -> set[str]:
+    batches = workdir / "results" / "t" / "standin" / "batches"
+    return {str(p.relative_to(batches)) for p in batches.rglob("*.json")} if batches.exists() else set()
+
+
+def running_in(log_root: Path) -> list[str]:
+    """Task ids the workers under `log_root` report running (their status.json)."""
+    found = []
+    for status in log_root.rglob("status.json"):
+        try:
+            found += json.loads(status.read_text()).get("running", [])
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def campaign(slurm: Slurm, labtasker_url: str, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    from labtasker import Client
+
+    started = time.monotonic()
+    workdir = tmp_path_factory.mktemp("slurm-campaign")
+    configfile = workflow_directory(workdir)
+    token = os.environ["LABTASKER_TOKEN"]
+    token_file = workdir.parent / "token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    env = job_env(labtasker_url, token_file, workdir)
+    with Client(url=labtasker_url, queue=QUEUE) as client:
+        client.create_queue(QUEUE)
+        first = slurm.sbatch("--gres=gpu:2", WORKER, env=env, cwd=workdir)
+        profile = str(REPO / "profiles" / "labtasker")
+        submitter = slurm.sbatch(SUBMITTER, "--configfile", configfile, env={**env, "EVALWF_PROFILE": profile},
+                                 cwd=workdir)  # fmt: skip
+        seen = Campaign(workdir, token, first, "", submitter)
+        first_logs = workdir / ".snakemake" / "labtasker" / "slurm" / first
+        wait_for(lambda: batch_files(workdir) and running_in(first_logs), 120, "a finished batch and a running one")
+        seen.seconds["first batch"] = time.monotonic() - started
+
+        # a worker job asking more GPUs than are free waits
+        seen.second_workers = slurm.sbatch("--gres=gpu:3", WORKER, env={**env, "EVALWF_IDLE_TIMEOUT": "3"}, cwd=workdir)
+        time.sleep(3)  # two scheduling rounds (sched_interval=2)
+        fields = slurm.job(seen.second_workers)
+        seen.pending_reason = f"{fields['JobState']} {fields['Reason']}"
+
+        # the time limit's TERM to the batch shell (srun): the workers hand their running batches back
+        running = running_in(first_logs)
+        slurm.run("scancel", "--batch", "--signal=TERM", first)
+        out = lambda: "\n".join(p.read_text(errors="replace") for p in first_logs.rglob("worker.out"))  # noqa: E731
+
+        def settled() -> bool:  # each running batch handed back (its state noted at once) or finished meanwhile
+            for task in running:
+                if task not in seen.handed_back and f"handed task {task} back" in out():
+                    seen.handed_back[task] = (client.get_task(task).status, client.get_task(task).attempt)
+            return all(t in seen.handed_back or f"task {t} succeeded" in out() for t in running)
+
+        wait_for(settled, 60, f"the workers to hand back or finish {running}")
+        seen.first_end = slurm.wait_state(first, {"COMPLETED", "FAILED", "CANCELLED"}, 60)
+
+        # the submitter requeued mid-campaign (as a preemption or its time limit does)
+        seen.finished_before_requeue = batch_files(workdir)
+        slurm.run("scontrol", "requeue", submitter)
+        slurm.wait_state(submitter, {"PENDING"}, 60)
+        slurm.run("scontrol", "update", f"JobId={submitter}", "StartTime=now")  # not Slurm's 2-minute requeue delay
+        seen.submitter_end = slurm.wait_state(submitter, {"COMPLETED", "FAILED", "CANCELLED"}, 240)
+        seen.second_end = slurm.wait_state(seen.second_workers, {"COMPLETED", "FAILED", "CANCELLED"}, 60)
+        seen.tasks = {t.id: (t.name, t.status) for t in all_tasks(client)}
+    seen.seconds["campaign"] = time.monotonic() - started
+    return seen
+
+
+def test_worker_job_runs_one_worker_per_gpu_slurm_assigned_and_logs_what_it_got(campaign: Campaign):
+    log = campaign.log(campaign.first_workers, "workers")
+    assert f"job {campaign.first_workers}: partition debug" in log, log
+    assert "8 CPUs and 32768 MB per GPU" in log, log  # the template's per-GPU defaults, as sbatch gave them
+    assert "worker for GPUs 0,1" in log and "1 slot(s) per GPU" in log, log
+    out = "".join(p.read_text() for p in campaign.node_logs(campaign.first_workers) if p.name == "worker.out")
+    assert "supervising 2 GPU worker(s)" in out, out
+    second = campaign.log(campaign.second_workers, "workers")
+    assert "worker for GPUs 0,1,2" in second, second
+
+
+def test_a_worker_job_asking_more_gpus_than_are_free_waits_in_the_queue(campaign: Campaign):
+    assert campaign.pending_reason == "PENDING Resources"
+    assert campaign.second_end["JobState"] == "COMPLETED", campaign.second_end  # once the first let go, it ran
+
+
+def test_term_to_the_worker_job_hands_its_running_batches_back_uncharged(campaign: Campaign):
+    assert campaign.handed_back, "no batch was running when the worker job got its TERM: nothing was tested"
+    assert set(campaign.handed_back.values()) == {("pending", 0)}, campaign.handed_back
+    assert campaign.first_end["ExitCode"] == "0:0", campaign.first_end
+
+
+def test_a_requeued_submitter_adopts_the_finished_batches_and_runs_nothing_twice(campaign: Campaign):
+    assert campaign.submitter_end["JobState"] == "COMPLETED" and campaign.submitter_end["Restarts"] == "1"
+    log = campaign.log(campaign.submitter, "submitter")
+    assert "restart 0" in log and "restart 1" in log and "snakemake exited with status 0" in log, log[-4000:]
+    assert campaign.finished_before_requeue, "no batch had finished before the requeue: nothing adopted"
+    assert len(batch_files(campaign.workdir)) == 4 > len(campaign.finished_before_requeue)
+    assert {status for _, status in campaign.tasks.values()} == {"succeeded"}, campaign.tasks
+    runs = {name: job_step_runs(campaign.workdir, task) for task, (name, _) in campaign.tasks.items()}
+    handed = {campaign.tasks[t][0] for t in campaign.handed_back}
+    # each job step ran once, except those the stopped workers handed back (stopped, if started, and run again)
+    assert {n: r for n, r in runs.items() if n not in handed} == {n: 1 for n in runs if n not in handed}, runs
+    assert all(runs[n] in (1, 2) for n in handed), runs
+
+
+def episode(record: dict[str, object]) -> dict[str, object]:
+    """What an episode's record says of the episode: not its duration, nor the video the local run recorded."""
+    fields = {key: record[key] for key in EPISODE_KEYS}
+    fields["extra"] = {k: v for k, v in record["extra"].items() if not k.startswith("video")}  # type: ignore[attr-defined]
+    return fields
+
+
+def test_results_equal_the_same_campaign_run_locally(campaign: Campaign, finished_standin_run: FinishedRun):
+    here = campaign.workdir / "results" / "t" / "standin" / "batches"
+    there = finished_standin_run.benchmark_dir / "batches"
+    for name in sorted(batch_files(campaign.workdir)):
+        ours, theirs = json.loads((here / name).read_text()), json.loads((there / name).read_text())
+        for key in ("manifest_hash", "policy_identity", "success_count", "num_episodes"):
+            assert ours[key] == theirs[key], (name, key)
+        assert [episode(e) for e in ours["episodes"]] == [episode(e) for e in theirs["episodes"]], name
+
+
+def test_the_token_is_in_no_job_log_and_no_job_s_command_line(campaign: Campaign, slurm: Slurm):
+    logs = [campaign.workdir / f for f in os.listdir(campaign.workdir) if f.startswith("evalwf-")]
+    logs += campaign.node_logs(campaign.first_workers) + campaign.node_logs(campaign.second_workers)
+    logs += [p for p in slurm.root.rglob("*") if p.is_file()]  # Slurm's logs, and its copy of each job's environment
+    assert len(logs) > 6 and [p for p in logs if p.name == "environment"]
+    assert not [p for p in logs if campaign.token in p.read_text(errors="replace")]
+    for job in (campaign.first_workers, campaign.second_workers, campaign.submitter):
+        assert campaign.token not in slurm.run("scontrol", "show", "job", job)
