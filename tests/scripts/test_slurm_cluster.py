@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import FinishedRun, finished_run_config, finished_standin_run, write_config
 from labtasker_testkit import REPO, all_tasks, job_step_runs, labtasker_url, wait_for
@@ -42,7 +43,7 @@ class Campaign:
     """What the scenario saw, for the tests to check."""
 
     workdir: Path
-    token: str
+    token: str = field(repr=False)
     first_workers: str  # job ids
     second_workers: str
     submitter: str
@@ -51,6 +52,7 @@ class Campaign:
     first_end: dict[str, str] = field(default_factory=dict)  # scontrol fields of the first worker job, ended
     second_end: dict[str, str] = field(default_factory=dict)
     submitter_end: dict[str, str] = field(default_factory=dict)
+    survivors: list[str] = field(default_factory=list)  # the campaign's snakemake processes once it was requeued
     finished_before_requeue: set[str] = field(default_factory=set)  # batch files
     tasks: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (name, status) at the end
     seconds: dict[str, float] = field(default_factory=dict)
@@ -102,6 +104,16 @@ def running_in(log_root: Path) -> list[str]:
     return found
 
 
+def snakemakes_of(configfile: Path) -> list[str]:
+    """The command lines of the snakemake processes of this campaign (any left by a requeued job)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if "snakemake" in line and str(configfile) in line:
+            found.append(f"{process.pid}: {line}")
+    return found
+
+
 @pytest.fixture(scope="module")
 def campaign(slurm: Slurm, labtasker_url: str, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     from labtasker import Client
@@ -149,6 +161,7 @@ def campaign(slurm: Slurm, labtasker_url: str, tmp_path_factory: pytest.TempPath
         seen.finished_before_requeue = batch_files(workdir)
         slurm.run("scontrol", "requeue", submitter)
         slurm.wait_state(submitter, {"PENDING"}, 60)
+        seen.survivors = snakemakes_of(configfile)
         slurm.run("scontrol", "update", f"JobId={submitter}", "StartTime=now")  # not Slurm's 2-minute requeue delay
         seen.submitter_end = slurm.wait_state(submitter, {"COMPLETED", "FAILED", "CANCELLED"}, 240)
         seen.second_end = slurm.wait_state(seen.second_workers, {"COMPLETED", "FAILED", "CANCELLED"}, 60)
@@ -183,6 +196,7 @@ def test_a_requeued_submitter_adopts_the_finished_batches_and_runs_nothing_twice
     assert campaign.submitter_end["JobState"] == "COMPLETED" and campaign.submitter_end["Restarts"] == "1"
     log = campaign.log(campaign.submitter, "submitter")
     assert "restart 0" in log and "restart 1" in log and "snakemake exited with status 0" in log, log[-4000:]
+    assert not campaign.survivors, "the requeued job's snakemake outlived it (beside the next run)"
     assert campaign.finished_before_requeue, "no batch had finished before the requeue: nothing adopted"
     assert len(batch_files(campaign.workdir)) == 4 > len(campaign.finished_before_requeue)
     assert {status for _, status in campaign.tasks.values()} == {"succeeded"}, campaign.tasks
