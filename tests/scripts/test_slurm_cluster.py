@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -49,6 +50,7 @@ class Campaign:
     submitter: str
     pending_reason: str = ""  # the second worker job's, while the first held its GPUs
     handed_back: dict[str, tuple[str, int]] = field(default_factory=dict)  # task id -> (status, attempt) just after
+    all_handed_back: set[str] = field(default_factory=set)  # every task the first worker job handed back
     first_end: dict[str, str] = field(default_factory=dict)  # scontrol fields of the first worker job, ended
     second_end: dict[str, str] = field(default_factory=dict)
     submitter_end: dict[str, str] = field(default_factory=dict)
@@ -73,7 +75,7 @@ def workflow_directory(workdir: Path) -> Path:
     section = config["benchmarks"]["standin"]
     # two tasks of 5 episodes in batches of 3: four batches; no videos (not results-defining); slow enough steps that
     # a batch still runs when the workers are stopped (also not results-defining)
-    section.update(suites={"alpha": ["reach", "push"]}, record_video="none", step_time_s={"default": 0.25})
+    section.update(suites={"alpha": ["reach", "push"]}, record_video="none", step_time_s={"default": 0.15})
     return write_config(workdir / "campaign.yaml", config)
 
 
@@ -132,15 +134,15 @@ def campaign(slurm: Slurm, labtasker_url: str, tmp_path_factory: pytest.TempPath
         profile = str(REPO / "profiles" / "labtasker")
         submitter = slurm.sbatch(SUBMITTER, "--configfile", configfile, env={**env, "EVALWF_PROFILE": profile},
                                  cwd=workdir)  # fmt: skip
-        seen = Campaign(workdir, token, first, "", submitter)
+        slurm.wait_state(first, {"RUNNING"}, 30)
+        slurm.wait_state(submitter, {"RUNNING"}, 30)  # before a job that must wait: none behind it would start
+        # a worker job asking more GPUs than are free waits (checked once the campaign is under way)
+        second = slurm.sbatch("--gres=gpu:3", WORKER, env={**env, "EVALWF_IDLE_TIMEOUT": "3"}, cwd=workdir)
+        seen = Campaign(workdir, token, first, second, submitter)
         first_logs = workdir / ".snakemake" / "labtasker" / "slurm" / first
         wait_for(lambda: batch_files(workdir) and running_in(first_logs), 120, "a finished batch and a running one")
         seen.seconds["first batch"] = time.monotonic() - started
-
-        # a worker job asking more GPUs than are free waits
-        seen.second_workers = slurm.sbatch("--gres=gpu:3", WORKER, env={**env, "EVALWF_IDLE_TIMEOUT": "3"}, cwd=workdir)
-        time.sleep(3)  # two scheduling rounds (sched_interval=2)
-        fields = slurm.job(seen.second_workers)
+        fields = slurm.job(second)
         seen.pending_reason = f"{fields['JobState']} {fields['Reason']}"
 
         # the time limit's TERM to the batch shell (srun): the workers hand their running batches back
@@ -156,6 +158,7 @@ def campaign(slurm: Slurm, labtasker_url: str, tmp_path_factory: pytest.TempPath
 
         wait_for(settled, 60, f"the workers to hand back or finish {running}")
         seen.first_end = slurm.wait_state(first, {"COMPLETED", "FAILED", "CANCELLED"}, 60)
+        seen.all_handed_back = set(re.findall(r"handed task (\S+) back", out()))  # also those claimed meanwhile
 
         # the submitter requeued mid-campaign (as a preemption or its time limit does)
         seen.finished_before_requeue = batch_files(workdir)
@@ -201,7 +204,7 @@ def test_a_requeued_submitter_adopts_the_finished_batches_and_runs_nothing_twice
     assert len(batch_files(campaign.workdir)) == 4 > len(campaign.finished_before_requeue)
     assert {status for _, status in campaign.tasks.values()} == {"succeeded"}, campaign.tasks
     runs = {name: job_step_runs(campaign.workdir, task) for task, (name, _) in campaign.tasks.items()}
-    handed = {campaign.tasks[t][0] for t in campaign.handed_back}
+    handed = {campaign.tasks[t][0] for t in campaign.all_handed_back}
     # each job step ran once, except those the stopped workers handed back (stopped, if started, and run again)
     assert {n: r for n, r in runs.items() if n not in handed} == {n: 1 for n in runs if n not in handed}, runs
     assert all(runs[n] in (1, 2) for n in handed), runs
