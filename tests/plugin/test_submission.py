@@ -18,6 +18,7 @@ from labtasker_testkit import all_tasks, client, labtasker_url, queue, start_sho
 from evalwf.contract import ADOPT_RUN_METADATA, campaign_key
 from evalwf.contract.loopback import free_port
 from evalwf.policy.spec import PolicySpec
+from evalwf.queue.endpoint import QueueEndpoint
 from snakemake_executor_plugin_labtasker import Executor
 from snakemake_executor_plugin_labtasker.policy_breaker import PolicyStops
 from snakemake_executor_plugin_labtasker.progress import CampaignProgress
@@ -227,6 +228,7 @@ def _executor(client, workdir: Path) -> Executor:
     executor.refusals = WorkerRefusals("c_x", "default")
     executor.settings = SimpleNamespace(no_worker_warning_s=0, url=None)  # the no-worker warning has its own test
     executor.url, executor.workdir = None, os.path.realpath(os.getcwd())
+    executor.endpoint = QueueEndpoint(url="http://127.0.0.1:9")  # named in the status query's warnings
     executor._unclaimed_since, executor._workers_checked, executor._warned_no_worker = None, 0.0, float("-inf")
     executor.progress = CampaignProgress()
     executor.logger = logging.getLogger("test-labtasker-executor")
