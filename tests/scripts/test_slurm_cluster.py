@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -165,7 +166,9 @@ def campaign(slurm: Slurm, labtasker_url: str, tmp_path_factory: pytest.TempPath
         slurm.run("scontrol", "requeue", submitter)
         slurm.wait_state(submitter, {"PENDING"}, 60)
         seen.survivors = snakemakes_of(configfile)
-        slurm.run("scontrol", "update", f"JobId={submitter}", "StartTime=now")  # not Slurm's 2-minute requeue delay
+        # not Slurm's 2-minute hold of a requeued job; but not in the second of the requeue either, or slurmd takes
+        # the new run's credential for the revoked one of the old ("Job credential revoked")
+        slurm.run("scontrol", "update", f"JobId={submitter}", "StartTime=now+2")
         seen.submitter_end = slurm.wait_state(submitter, {"COMPLETED", "FAILED", "CANCELLED"}, 240)
         seen.second_end = slurm.wait_state(seen.second_workers, {"COMPLETED", "FAILED", "CANCELLED"}, 60)
         seen.tasks = {t.id: (t.name, t.status) for t in all_tasks(client)}
@@ -235,3 +238,37 @@ def test_the_token_is_in_no_job_log_and_no_job_s_command_line(campaign: Campaign
     assert not [p for p in logs if campaign.token in p.read_text(errors="replace")]
     for job in (campaign.first_workers, campaign.second_workers, campaign.submitter):
         assert campaign.token not in slurm.run("scontrol", "show", "job", job)
+
+
+def test_the_worker_template_s_resources_follow_sbatch_s_variables_as_its_header_says(slurm: Slurm, tmp_path):
+    """Each resource variable and option the template's header documents, tried once on this sbatch. The worker
+    itself is /bin/false here: the job's log line about what it received is written before it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "LABTASKER_"))}
+    env.update(LABTASKER_URL="http://127.0.0.1:9", LABTASKER_TOKEN_FILE=str(tmp_path / "unused"),
+               EVALWF_WORKFLOW_DIR=str(tmp_path), EVALWF_PYTHON="/bin/false")  # fmt: skip
+    overrides = dict(SBATCH_CPUS_PER_GPU="4", SBATCH_MEM_PER_GPU="8G", SBATCH_PARTITION="debug",
+                     SBATCH_ACCOUNT="robotics", SBATCH_TIMELIMIT="00:10:00", SBATCH_GRES="gpu:1",
+                     SBATCH_CPUS_PER_TASK="3")  # fmt: skip
+    job = slurm.sbatch(WORKER, env={**env, **overrides}, cwd=tmp_path)
+    fields = slurm.wait_state(job, {"COMPLETED", "FAILED"}, 60)
+    assert fields["TRES"].startswith("cpu=4,mem=8G,") and fields["TresPerNode"] == "gres:gpu:1", fields
+    assert (fields["Partition"], fields["Account"], fields["TimeLimit"]) == ("debug", "robotics", "00:10:00"), fields
+    log = (tmp_path / f"evalwf-workers-{job}.out").read_text()
+    assert f"job {job}: partition debug, account robotics, 4 CPUs and 8192 MB per GPU, GPUs 0," in log, log
+    assert "SBATCH_CPUS_PER_TASK is not a Slurm variable" in log, log
+
+    dropped = slurm.sbatch(WORKER, env={**env, "SBATCH_MEM_PER_NODE": "16G", "SBATCH_GRES": "gpu:1"}, cwd=tmp_path)
+    fields = slurm.wait_state(dropped, {"COMPLETED", "FAILED"}, 60)
+    assert fields["TRES"].startswith("cpu=8,mem=32G,"), fields  # the template's defaults: the variable was dropped
+    assert (
+        "SBATCH_MEM_PER_NODE / SBATCH_MEM_PER_CPU were ignored"
+        in (tmp_path / f"evalwf-workers-{dropped}.out").read_text()
+    )
+    refused = [
+        (["--mem=16G"], {}),
+        ([], {"SBATCH_MEM_PER_NODE": "16G", "SBATCH_MEM_PER_GPU": "8G"}),
+    ]
+    for options, variables in refused:
+        done = subprocess.run(["sbatch", *options, str(WORKER)], env=slurm.env({**env, **variables}), cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode != 0 and "mutually exclusive" in done.stderr, (options, variables, done.stderr)
