@@ -3,7 +3,8 @@ started here in a private directory on loopback, so that the sbatch templates me
 and scontrol (resource options, #SBATCH lines, signals to the batch shell, GPUs as generic resources, requeue).
 
 One node ("gpunode") with GPUS GPUs declared as generic resources whose files are character devices made here
-(slurmd 22.05 refuses regular files: "not a valid character or block device"), so that `--gres=gpu:N` sets
+(slurmd 22.05 refuses regular files: "not a valid character or block device"; where mknod is not allowed, links to
+/dev/null, /dev/zero, ...), so that `--gres=gpu:N` sets
 CUDA_VISIBLE_DEVICES and SLURM_JOB_GPUS as on a GPU node; more CPUs and memory than the machine has
 (SlurmdParameters=config_overrides), so that the templates' per-GPU defaults fit; no cgroups (a container has
 none to give): ProctrackType=proctrack/linuxproc follows a job's processes by parentage, as the cgroup plugin does
@@ -33,6 +34,7 @@ PACKAGES = "slurmctld slurmd slurm-client munge"
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 SBIN = "/usr/sbin:/sbin:/usr/bin:/bin"
+STAND_IN_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom")  # one per GPU where mknod is not allowed
 
 SLURM_CONF = """\
 ClusterName=evalwftest
@@ -164,7 +166,10 @@ def write_config(root: Path) -> None:
     (root / "munge" / "munge.key").write_bytes(os.urandom(1024))
     (root / "munge" / "munge.key").chmod(0o400)
     for index in range(GPUS):  # NVIDIA's major number; nothing opens them (TaskPlugin=task/none: no device cgroup)
-        os.mknod(root / "dev" / f"nvidia{index}", 0o600 | 0o020000, os.makedev(195, index))
+        try:
+            os.mknod(root / "dev" / f"nvidia{index}", 0o600 | 0o020000, os.makedev(195, index))
+        except PermissionError:  # a container without CAP_MKNOD: existing character devices serve as well
+            (root / "dev" / f"nvidia{index}").symlink_to(STAND_IN_DEVICES[index])
     ports = {"ctld_port": free_port(), "slurmd_port": free_port()}
     (root / "slurm.conf").write_text(SLURM_CONF.format(root=root, node=NODE, gpus=GPUS, **ports))
     (root / "gres.conf").write_text(GRES_CONF.format(root=root, node=NODE, last=GPUS - 1))
