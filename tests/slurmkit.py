@@ -11,7 +11,7 @@ none to give): ProctrackType=proctrack/linuxproc follows a job's processes by pa
 by membership, so a child in a process group of its own (the submitter's snakemake) still ends with its job.
 
 Needs root (slurmd starts jobs as their user) and the packages (`make test-tools` installs them). Without either the
-tests that use it are skipped with the reason, except under CI=true, where that is an error."""
+tests that use it are skipped with the reason; missing packages under CI=true are an error instead."""
 
 from __future__ import annotations
 
@@ -76,25 +76,18 @@ NodeName={node} Name=gpu File={root}/dev/nvidia[0-{last}]
 """
 
 
-def unavailable() -> str | None:
-    """Why this machine cannot run the test Slurm, or None."""
+def require_slurm() -> None:
+    """Skip with the reason where the machine cannot run the test Slurm: not root (a run as another user, as
+    docs/test-suite.md describes, skips it), or the packages missing, which under CI=true is an error instead (CI
+    installs everything itself and runs as root: a skip there would hide that the templates were never run)."""
+    if os.geteuid() != 0:
+        pytest.skip("the test Slurm needs root (slurmd starts each job as its user)")
     missing = [name for name in DAEMONS + CLIENTS if not shutil.which(name, path=f"{os.environ['PATH']}:{SBIN}")]
     if missing:
-        return f"Slurm is not installed ({', '.join(missing)} missing): make test-tools installs {PACKAGES}"
-    if os.geteuid() != 0:
-        return "the test Slurm needs root (slurmd starts each job as its user)"
-    return None
-
-
-def require_slurm() -> None:
-    """Skip with the reason where the machine cannot run the test Slurm; under CI=true fail instead (CI installs
-    everything itself and runs as root: a skip there would hide that the templates were never run)."""
-    reason = unavailable()
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {reason}", pytrace=False)
-    pytest.skip(reason)
+        reason = f"Slurm is not installed ({', '.join(missing)} missing): make test-tools installs {PACKAGES}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {reason}", pytrace=False)
+        pytest.skip(reason)
 
 
 @dataclass(frozen=True)

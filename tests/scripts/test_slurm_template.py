@@ -1,5 +1,5 @@
-"""The Slurm templates, run as plain scripts under the variables sbatch would give them (no Slurm here: a real
-slurmctld/slurmd is not started in CI), with stand-ins for `srun` and `scontrol`.
+"""The Slurm templates, run as plain scripts under the variables sbatch would give them, with stand-ins for `srun` and
+`scontrol`: what a real Slurm cannot show cheaply or at all here (tests/scripts/test_slurm_cluster.py runs them on one).
 
 scripts/slurm/worker.sbatch: one worker per node with the node's GPUs, the queue URL and token from the
 environment, logs per node, the token on no command line and in no log, resources per GPU that sbatch's own
