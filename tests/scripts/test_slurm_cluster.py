@@ -8,7 +8,8 @@ an owner-only file, while Slurm does what it does on a cluster:
 - `scancel --batch --signal=TERM` (what `--signal=B:TERM@120` sends at the time limit) reaches the workers through
   srun, and they hand their running batches back uncharged; the waiting worker job then starts;
 - `scontrol requeue` of the submitter job (a CPU job) kills its snakemake mid-campaign, and the requeued run attaches
-  to the same tasks: every finished batch adopted, no job step run twice;
+  to the same tasks: every finished batch adopted, no job step run twice; that run, given the USR1 its time limit
+  would bring, requeues itself, and its third run completes the campaign;
 - the results equal the same campaign's run on Snakemake's local executor (the shared finished stand-in run).
 
 The tests below each check one of these on the one campaign (module fixture `campaign`)."""
@@ -29,7 +30,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import FinishedRun, finished_run_config, finished_standin_run, write_config
-from labtasker_testkit import REPO, all_tasks, job_step_runs, labtasker_url, wait_for
+from labtasker_testkit import REPO, all_tasks, cmdlines, job_step_runs, labtasker_url, wait_for
 from slurmkit import GPUS, Slurm, slurm
 
 pytestmark = pytest.mark.slow
@@ -55,6 +56,7 @@ class Campaign:
     first_end: dict[str, str] = field(default_factory=dict)  # scontrol fields of the first worker job, ended
     second_end: dict[str, str] = field(default_factory=dict)
     submitter_end: dict[str, str] = field(default_factory=dict)
+    token_on_a_command_line: bool = True  # in any process's, mid-campaign
     survivors: list[str] = field(default_factory=list)  # the campaign's snakemake processes once it was requeued
     finished_before_requeue: set[str] = field(default_factory=set)  # batch files
     tasks: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (name, status) at the end
@@ -143,6 +145,7 @@ def campaign(slurm: Slurm, labtasker_url: str, tmp_path_factory: pytest.TempPath
         first_logs = workdir / ".snakemake" / "labtasker" / "slurm" / first
         wait_for(lambda: batch_files(workdir) and running_in(first_logs), 120, "a finished batch and a running one")
         seen.seconds["first batch"] = time.monotonic() - started
+        seen.token_on_a_command_line = any(token.encode() in line for line in cmdlines())
         fields = slurm.job(second)
         seen.pending_reason = f"{fields['JobState']} {fields['Reason']}"
 
@@ -168,6 +171,14 @@ def campaign(slurm: Slurm, labtasker_url: str, tmp_path_factory: pytest.TempPath
         seen.survivors = snakemakes_of(configfile)
         # not Slurm's 2-minute hold of a requeued job; but not in the second of the requeue either, or slurmd takes
         # the new run's credential for the revoked one of the old ("Job credential revoked")
+        slurm.run("scontrol", "update", f"JobId={submitter}", "StartTime=now+2")
+
+        # its second run near its time limit (--signal=B:USR1@600): it requeues itself (scontrol requeue in the job)
+        slurm.wait_state(submitter, {"RUNNING"}, 60)
+        wait_for(lambda: snakemakes_of(configfile), 60, "the second run's snakemake")  # the USR1 trap is set by then
+        slurm.run("scancel", "--batch", "--signal=USR1", submitter)
+        wait_for(lambda: slurm.job(submitter)["Restarts"] == "2", 60, "the submitter job to requeue itself")
+        slurm.wait_state(submitter, {"PENDING"}, 60)
         slurm.run("scontrol", "update", f"JobId={submitter}", "StartTime=now+2")
         seen.submitter_end = slurm.wait_state(submitter, {"COMPLETED", "FAILED", "CANCELLED"}, 240)
         seen.second_end = slurm.wait_state(seen.second_workers, {"COMPLETED", "FAILED", "CANCELLED"}, 60)
@@ -199,9 +210,11 @@ def test_term_to_the_worker_job_hands_its_running_batches_back_uncharged(campaig
 
 
 def test_a_requeued_submitter_adopts_the_finished_batches_and_runs_nothing_twice(campaign: Campaign):
-    assert campaign.submitter_end["JobState"] == "COMPLETED" and campaign.submitter_end["Restarts"] == "1"
+    """Requeued twice: by `scontrol requeue` (a preemption, an administrator), then by itself at its USR1."""
+    assert campaign.submitter_end["JobState"] == "COMPLETED" and campaign.submitter_end["Restarts"] == "2"
     log = campaign.log(campaign.submitter, "submitter")
-    assert "restart 0" in log and "restart 1" in log and "snakemake exited with status 0" in log, log[-4000:]
+    assert all(f"restart {n}" in log for n in range(3)) and "snakemake exited with status 0" in log, log[-4000:]
+    assert "requeued: the next run of this job attaches to the same tasks" in log, log[-4000:]
     assert not campaign.survivors, "the requeued job's snakemake outlived it (beside the next run)"
     assert campaign.finished_before_requeue, "no batch had finished before the requeue: nothing adopted"
     assert len(batch_files(campaign.workdir)) == 4 > len(campaign.finished_before_requeue)
@@ -236,6 +249,7 @@ def test_the_token_is_in_no_job_log_and_no_job_s_command_line(campaign: Campaign
     logs += [p for p in slurm.root.rglob("*") if p.is_file()]  # Slurm's logs, and its copy of each job's environment
     assert len(logs) > 6 and [p for p in logs if p.name == "environment"]
     assert not [p for p in logs if campaign.token in p.read_text(errors="replace")]
+    assert not campaign.token_on_a_command_line
     for job in (campaign.first_workers, campaign.second_workers, campaign.submitter):
         assert campaign.token not in slurm.run("scontrol", "show", "job", job)
 
