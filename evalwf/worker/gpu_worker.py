@@ -264,7 +264,11 @@ class GpuWorker:
                     continue
                 except LabtaskerError as error:  # it connected at start: a refused certificate is a changed one
                     tls = tls_problem(error, str(self.endpoint), connected_before=True)
-                    log(f"slot {slot}: claim failed: {tls or f'(server unreachable?) {error}'}")
+                    log(
+                        f"slot {slot}: claim failed: {tls}"
+                        if tls
+                        else f"slot {slot}: claim failed (server unreachable?): {error}"
+                    )
                     if self._recover_server():
                         client.close()
                         client = self.waits.track(self.client())
