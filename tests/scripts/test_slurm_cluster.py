@@ -206,7 +206,7 @@ def test_a_worker_job_asking_more_gpus_than_are_free_waits_in_the_queue(campaign
 def test_term_to_the_worker_job_hands_its_running_batches_back_uncharged(campaign: Campaign):
     assert campaign.handed_back, "no batch was running when the worker job got its TERM: nothing was tested"
     assert set(campaign.handed_back.values()) == {("pending", 0)}, campaign.handed_back
-    assert campaign.first_end["ExitCode"] == "0:0", campaign.first_end
+    assert (campaign.first_end["JobState"], campaign.first_end["ExitCode"]) == ("COMPLETED", "0:0"), campaign.first_end
 
 
 def test_a_requeued_submitter_adopts_the_finished_batches_and_runs_nothing_twice(campaign: Campaign):
