@@ -23,10 +23,11 @@ libero-env: venv
 	bash scripts/setup_libero.sh
 
 # Debian tools the tests run for real: nginx (the TLS reverse proxy in front of a Labtasker server) and openssl
-# (the tests' own certificates), chromium (the report opened in a real browser). Installed if missing (root), like the
+# (the tests' own certificates), chromium (the report opened in a real browser), Slurm 22.05 with munge (a single-node
+# Slurm the tests start to run scripts/slurm/*.sbatch: tests/slurmkit.py). Installed if missing (root), like the
 # simulator's packages.
 test-tools:
-	bash scripts/apt_install.sh test-tools nginx openssl chromium
+	bash scripts/apt_install.sh test-tools nginx openssl chromium slurmctld slurmd slurm-client munge
 
 # The light core's oldest interpreter .venv-py310 (Python 3.10, numpy 1.26, the light core only; offline, idempotent;
 # fails when no Python 3.10 is found): see scripts/setup_py310_env.sh. Lint checks the light core there, tests run

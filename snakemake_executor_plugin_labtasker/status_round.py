@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 
+from evalwf.queue.tls import tls_problem
 from snakemake_executor_plugin_labtasker.errors import WorkflowError
 from snakemake_executor_plugin_labtasker.policy_breaker import no_retry, queued_of, stop_message, stop_queued_tasks
 from snakemake_executor_plugin_labtasker.status_query import failure_message
@@ -65,9 +66,11 @@ class StatusRound:
             self._query_errors += 1
             self._recover_server()
             if self._query_errors in (1, 10) or self._query_errors % 60 == 0:
+                # it connected at start: a certificate it now refuses is named as changed, not as a server away
+                problem = tls_problem(error, str(self.endpoint), connected_before=True)
                 self.logger.warning(
                     f"[labtasker] status query failed ({self._query_errors} round(s) in a row), still waiting for "
-                    f"{len(active_jobs)} job(s): {type(error).__name__}: {error}"
+                    f"{len(active_jobs)} job(s): {problem or f'{type(error).__name__}: {error}'}"
                 )
             for job_info in active_jobs:
                 yield job_info

@@ -24,7 +24,7 @@ from evalwf.contract import CLIENT_TOKEN_ENV, WORKER_ID_ENV, campaign_key
 from evalwf.contract.task_payload import payload_campaign
 from evalwf.queue.embedded_server import EmbeddedServerKeeper
 from evalwf.queue.endpoint import QueueEndpoint
-from evalwf.queue.tls import connection_problem
+from evalwf.queue.tls import connection_problem, tls_problem
 from evalwf.worker import queue_client
 from evalwf.worker.job_steps import JobSteps
 from evalwf.worker.log import log
@@ -266,8 +266,13 @@ class GpuWorker:
                     log(f"slot {slot}: claim refused: {error.code}: {error.message}")
                     self.stop.wait(min(self.poll_max, 5.0))
                     continue
-                except LabtaskerError as error:
-                    log(f"slot {slot}: claim failed (server unreachable?): {error}")
+                except LabtaskerError as error:  # it connected at start: a refused certificate is a changed one
+                    tls = tls_problem(error, str(self.endpoint), connected_before=True)
+                    log(
+                        f"slot {slot}: claim failed: {tls}"
+                        if tls
+                        else f"slot {slot}: claim failed (server unreachable?): {error}"
+                    )
                     if self._recover_server():
                         client.close()
                         client = self.waits.track(self.client())

@@ -18,6 +18,7 @@ from labtasker_testkit import all_tasks, client, labtasker_url, queue, start_sho
 from evalwf.contract import ADOPT_RUN_METADATA, campaign_key
 from evalwf.contract.loopback import free_port
 from evalwf.policy.spec import PolicySpec
+from evalwf.queue.endpoint import QueueEndpoint
 from snakemake_executor_plugin_labtasker import Executor
 from snakemake_executor_plugin_labtasker.policy_breaker import PolicyStops
 from snakemake_executor_plugin_labtasker.progress import CampaignProgress
@@ -227,6 +228,7 @@ def _executor(client, workdir: Path) -> Executor:
     executor.refusals = WorkerRefusals("c_x", "default")
     executor.settings = SimpleNamespace(no_worker_warning_s=0, url=None)  # the no-worker warning has its own test
     executor.url, executor.workdir = None, os.path.realpath(os.getcwd())
+    executor.endpoint = QueueEndpoint(url="http://127.0.0.1:9")  # named in the status query's warnings
     executor._unclaimed_since, executor._workers_checked, executor._warned_no_worker = None, 0.0, float("-inf")
     executor.progress = CampaignProgress()
     executor.logger = logging.getLogger("test-labtasker-executor")
@@ -334,3 +336,26 @@ def test_a_resumed_submitter_requeues_a_lost_report_for_adoption(tmp_path, queue
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_status_query_refused_by_a_changed_certificate_names_the_change(tmp_path, caplog):
+    """The submitter reached its server at start: a certificate it refuses mid-campaign (the proxy was given another
+    CA's) is named as changed, not reported as Labtasker's "could not be reached" (for the worker, with a real TLS
+    proxy: tests/worker/test_certificate_change.py)."""
+    import ssl
+
+    from labtasker import TransportError
+
+    class ReplacedCertificate:
+        def list_tasks(self, **kwargs):
+            refused = ssl.SSLCertVerificationError(1, "certificate verify failed")
+            refused.verify_code, refused.verify_message = 20, "unable to get local issuer certificate"
+            raise TransportError("The Labtasker Server could not be reached.") from refused
+
+    executor = _executor(ReplacedCertificate(), tmp_path)
+    jobs = [SimpleNamespace(external_jobid="t_" + "a" * 12, aux={})]
+    with caplog.at_level(logging.WARNING, logger="test-labtasker-executor"):
+        assert asyncio.run(_collect(executor.check_active_jobs(jobs))) == jobs
+    (warning,) = [r.getMessage() for r in caplog.records if "status query failed" in r.getMessage()]
+    assert "the TLS certificate of http://127.0.0.1:9 changed since this client connected" in warning, warning
+    assert "could not be reached" not in warning, warning

@@ -1,5 +1,5 @@
-"""The Slurm templates, run as plain scripts under the variables sbatch would give them (no Slurm here: a real
-slurmctld/slurmd is not started in CI), with stand-ins for `srun` and `scontrol`.
+"""The Slurm templates, run as plain scripts under the variables sbatch would give them, with stand-ins for `srun` and
+`scontrol`: what a real Slurm cannot show cheaply or at all here (tests/scripts/test_slurm_cluster.py runs them on one).
 
 scripts/slurm/worker.sbatch: one worker per node with the node's GPUs, the queue URL and token from the
 environment, logs per node, the token on no command line and in no log, resources per GPU that sbatch's own
@@ -304,3 +304,16 @@ def test_a_token_file_others_can_read_is_refused_by_the_worker_the_template_star
     assert done.returncode != 0, out
     assert env["LABTASKER_TOKEN_FILE"] in out and "chmod 600" in out, out
     assert os.environ["LABTASKER_TOKEN"] not in out + done.stdout + done.stderr
+
+
+def test_gpus_slurm_confines_are_given_to_the_workers_as_the_job_sees_them(tmp_path):
+    """Where Slurm confines a job to its GPUs (cgroup.conf ConstrainDevices=yes) it numbers CUDA_VISIBLE_DEVICES
+    from 0, while SLURM_JOB_GPUS / SLURM_STEP_GPUS keep the node's numbers: a worker given those would run its job
+    steps "on GPU 2" of a job that sees two GPUs, 0 and 1, and find none. (The test Slurm has no cgroups: its two
+    numberings agree, so this runs the template as a plain script with the variables such a job gets.)"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CUDA_VISIBLE", "EVALWF_GPUS"))}
+    env.update(LABTASKER_URL="https://127.0.0.1:9", LABTASKER_TOKEN="x", EVALWF_WORKFLOW_DIR=str(tmp_path),
+               EVALWF_LOG_ROOT=str(tmp_path / "logs"), EVALWF_PYTHON="/bin/false",  # the worker's line is enough
+               SLURM_JOB_GPUS="2,3", SLURM_STEP_GPUS="2,3", CUDA_VISIBLE_DEVICES="0,1")  # fmt: skip
+    done = subprocess.run(["bash", str(TEMPLATE)], env=env, capture_output=True, text=True, timeout=30)
+    assert "worker for GPUs 0,1 " in done.stdout, done.stdout + done.stderr
