@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from evalwf.contract import EPISODES_RESOURCE
@@ -45,6 +46,7 @@ class CampaignProgress:
     interval_s: float = 30.0
     window_s: float = RATE_WINDOW_S
     started: float = field(default_factory=time.monotonic)
+    started_wall: float = field(default_factory=time.time)  # the same moment, to compare with the queue's times
     batches: dict[str, int] = field(default_factory=dict)  # task id -> episodes, every batch submitted
     done: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
@@ -84,19 +86,28 @@ class CampaignProgress:
         else:
             self.others.add(key)
 
-    def finished(self, key: str, episodes: int, ok: bool, now: float | None = None) -> None:
+    def finished(
+        self, key: str, episodes: int, ok: bool, now: float | None = None, evaluated_before: bool = False
+    ) -> None:
+        """A job ended. `evaluated_before`: its task had succeeded before this run started (a resumed campaign
+        finds it done at once): done, but not in the rate, which would otherwise count a whole earlier run's
+        batches as finished in the first second."""
         if not episodes:
             self.others.discard(key)
             return
         now = time.monotonic() if now is None else now
         self.batches.setdefault(key, episodes)
         if ok:
-            if key not in self.done:
+            if key not in self.done and not evaluated_before:
                 self.finishes.append((now, episodes))
             self.done.add(key)
             self.failed.discard(key)
         else:
             self.failed.add(key)
+
+    def finished_before_run(self, finished_at: datetime | None) -> bool:
+        """Whether a task the queue says finished at `finished_at` had finished before this run started."""
+        return finished_at is not None and finished_at.timestamp() < self.started_wall
 
     def rate(self, now: float) -> tuple[float, float] | None:
         """(episodes per minute, over how many seconds) from the batches finished recently, or None before
@@ -142,7 +153,9 @@ class CampaignProgress:
         )
         measured = self.rate(now)
         if measured is None:
-            return text + (", no batch finished yet" if self.batches else "")
+            if not self.batches:
+                return text
+            return text + (", none evaluated by this run yet" if self.done else ", no batch finished yet")
         per_minute, span = measured
         text += f", {per_minute:.1f} episodes/min over the last {_duration(span)}"
         remaining = sum(e for key, e in self.batches.items() if key not in self.done and key not in self.failed)

@@ -102,7 +102,12 @@ class StatusRound:
             if task.status in ("succeeded", "failed", "cancelled"):
                 self._status.pop(task_id, None)
             if task.status in ("succeeded", "failed", "cancelled"):
-                self.progress.finished(task_id, job_info.aux.get("episodes", 0), ok=task.status == "succeeded")
+                self.progress.finished(
+                    task_id,
+                    job_info.aux.get("episodes", 0),
+                    ok=task.status == "succeeded",
+                    evaluated_before=self.progress.finished_before_run(task.finished_at),
+                )
             if self.stops.quiet(job_info.aux.get("policy_identity"), task):
                 if task.status == "pending":  # cancelled by the stop just now: over, as far as this run goes
                     self._status.pop(task_id, None)

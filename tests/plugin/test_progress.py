@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 from conftest import missing_facts
@@ -107,3 +108,23 @@ def test_a_retry_that_finishes_between_two_rounds_still_gets_its_final_line():
     line = progress.line(running=0, now=13.0)
     assert line is not None and line.startswith("[labtasker] progress: 2/2 batches done, 0 running, 4/4 episodes")
     assert progress.line(running=0, now=14.0) is None, "printed once"
+
+
+def test_batches_a_resumed_run_finds_already_evaluated_are_done_but_not_in_the_rate():
+    """A rerun finds the earlier run's batches succeeded in the queue at once: counted done, never as evaluated in
+    the run's first second (the line said thousands of episodes per minute over 0m00s)."""
+    progress = CampaignProgress(interval_s=0.0, started=100.0, started_wall=1_000_000.0)
+    for index in range(40):
+        progress.submitted(f"old{index}", 5)
+        progress.submitted(f"new{index}", 5)
+    earlier = datetime.fromtimestamp(999_000.0, UTC)
+    for index in range(40):
+        assert progress.finished_before_run(earlier)
+        progress.finished(f"old{index}", 5, ok=True, now=100.2, evaluated_before=progress.finished_before_run(earlier))
+    line = progress.line(running=2, now=100.5)
+    assert "40/80 batches done" in line and "200/400 episodes" in line, line
+    assert "episodes/min" not in line and "none evaluated by this run yet" in line, line
+    assert not progress.finished_before_run(datetime.fromtimestamp(1_000_060.0, UTC))
+    progress.finished("new0", 5, ok=True, now=160.0)
+    line = progress.line(running=2, now=160.0)
+    assert "5.0 episodes/min over the last 1m00s" in line, line
