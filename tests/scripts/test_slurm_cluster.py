@@ -143,7 +143,17 @@ def campaign(slurm: Slurm, labtasker_url: str, tmp_path_factory: pytest.TempPath
         second = slurm.sbatch("--gres=gpu:3", WORKER, env={**env, "EVALWF_IDLE_TIMEOUT": "3"}, cwd=workdir)
         seen = Campaign(workdir, token, first, second, submitter)
         first_logs = workdir / ".snakemake" / "labtasker" / "slurm" / first
-        wait_for(lambda: batch_files(workdir) and running_in(first_logs), 120, "a finished batch and a running one")
+        # the TERM must find a batch with most of its episodes ahead: one claimed after the first batch finished
+        # (the first wave's other batch may be ending by then, and a TERM it outruns tests nothing)
+        first_wave: set[str] = set()
+
+        def fresh_batch() -> list[str]:
+            if not batch_files(workdir):
+                first_wave.update(running_in(first_logs))  # running before any batch was written
+                return []
+            return [task for task in running_in(first_logs) if task not in first_wave]
+
+        wait_for(fresh_batch, 120, "a finished batch and one claimed after it")
         seen.seconds["first batch"] = time.monotonic() - started
         seen.token_on_a_command_line = any(token.encode() in line for line in cmdlines())
         fields = slurm.job(second)
