@@ -5,10 +5,10 @@ there (`.venv-libero/bin/python -m pytest tests/benchmarks/libero/test_libero_si
 workflow's interpreter (which has Snakemake and never a simulator) it is skipped. In an interpreter meant for
 LIBERO it is skipped when the simulator is not installed, unless REQUIRE_LIBERO=1, which makes that an error.
 
-Its cost is LIBERO's resets and steps (about 2.7 and 0.25 CPU s each, whatever the camera size), so it runs
-few: one task (libero_spatial task 0), trials 0-1, max_steps 5 after the 10 wait steps, and each env built checks
-several facts (about 1 minute on 2 cores). Episodes through a real policy server over the websocket, and rendering
-with a worker's GPU label on a CPU machine, are checked on the real job path (test_libero_workflow.py).
+Its cost is LIBERO's resets and steps (about 3 CPU s and 0.3 each: scripts/bench_test_fixtures.py --libero), so
+it runs few: one task (libero_spatial task 0), trials 0-1, max_steps 5 after the 10 wait steps, and each env built
+checks several facts (about 1 minute on 2 cores). Episodes through a real policy server over the websocket, and
+rendering with a worker's GPU label on a CPU machine, are checked on the real job path (test_libero_workflow.py).
 """
 
 from __future__ import annotations
