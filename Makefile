@@ -63,11 +63,10 @@ lint: venv py310-env
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/snakefmt --check workflow
-	$(BIN)/python scripts/light_core.py --check .venv-py310/bin/python > .lint-light-core.log 2>&1 & light=$$!; \
-	printf '%s\n' $(LINT_CONFIGS) | xargs -P 3 -I{} sh -c 'out=$$($(BIN)/snakemake --lint --configfile {} 2>&1) \
-		|| { printf "snakemake --lint --configfile {} failed:\n%s\n" "$$out"; exit 1; }'; linted=$$?; \
-	wait $$light; checked=$$?; cat .lint-light-core.log; rm -f .lint-light-core.log; \
-	test $$linted = 0 && test $$checked = 0
+	light_log=$$(mktemp); $(BIN)/python scripts/light_core.py --check .venv-py310/bin/python > $$light_log 2>&1 & \
+	light=$$!; printf '%s\n' $(LINT_CONFIGS) | xargs -P 3 -I{} sh -c 'out=$$($(BIN)/snakemake --lint --configfile {} \
+		2>&1) || { printf "snakemake --lint --configfile {} failed:\n%s\n" "$$out"; exit 1; }'; linted=$$?; \
+	wait $$light; checked=$$?; cat $$light_log; rm -f $$light_log; test $$linted = 0 && test $$checked = 0
 
 format: venv
 	$(BIN)/ruff format .
