@@ -71,9 +71,9 @@ def snakemake_command(workdir: Path, *args: str) -> list[str]:
 STATUS_EVERY_S = ["--seconds-between-status-checks", "1"]
 
 
-def labtasker_args(url: str, queue: str, configfile: Path) -> list[str]:
+def labtasker_args(url: str, queue: str, configfile: Path, rounds: list[str] = STATUS_EVERY_S) -> list[str]:
     return [
-        *LABTASKER_PROFILE, *STATUS_EVERY_S, "--configfile", str(configfile), "--labtasker-url", url,
+        *LABTASKER_PROFILE, *rounds, "--configfile", str(configfile), "--labtasker-url", url,
         "--labtasker-queue", queue,
     ]  # fmt: skip
 
@@ -606,7 +606,10 @@ def test_results_turning_read_only_mid_run_are_named_without_a_traceback(labtask
     try:
         workers.start("w", allow=[workdir, REPO])
         log = tmp_path / "sm.log"
-        submitter = start_submitter(workdir, labtasker_args(labtasker_url, queue, configfile), log)
+        # the profile's 2 s rounds: with 1 s ones the submitter sometimes took 25 s longer to stop (17-45 s over four
+        # runs, 19-21 s with 2 s rounds; not examined why)
+        arguments = labtasker_args(labtasker_url, queue, configfile, rounds=[])
+        submitter = start_submitter(workdir, arguments, log)
         try:
             wait_for(lambda: list((workdir / STANDIN / "batches").rglob("*.json")), 180, "a finished batch")
             subprocess.run(["mount", "-o", "remount,ro", str(results)], check=True)
@@ -617,7 +620,7 @@ def test_results_turning_read_only_mid_run_are_named_without_a_traceback(labtask
         assert not frames_shown(output), output[-5000:]
         assert f"cannot write {results}/" in output and "no longer writable" in output, output[-5000:]
         subprocess.run(["mount", "-o", "remount,rw", str(results)], check=True)
-        rerun = start_submitter(workdir, labtasker_args(labtasker_url, queue, configfile), tmp_path / "rerun.log")
+        rerun = start_submitter(workdir, arguments, tmp_path / "rerun.log")
         finish(rerun, tmp_path / "rerun.log")
         assert len(list((workdir / STANDIN / "batches").rglob("*.json"))) == 4
     finally:
