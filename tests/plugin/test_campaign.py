@@ -61,8 +61,16 @@ def local_run(tmp_path_factory) -> Path:
     return workdir
 
 
+# The submitter looks at the queue every second (the profile's 2 s is for real campaigns): these tests wait for its
+# rounds, and what they check does not depend on how often it looks.
+STATUS_EVERY_S = ["--seconds-between-status-checks", "1"]
+
+
 def labtasker_args(url: str, queue: str, configfile: Path) -> list[str]:
-    return [*LABTASKER_PROFILE, "--configfile", str(configfile), "--labtasker-url", url, "--labtasker-queue", queue]
+    return [
+        *LABTASKER_PROFILE, *STATUS_EVERY_S, "--configfile", str(configfile), "--labtasker-url", url,
+        "--labtasker-queue", queue,
+    ]  # fmt: skip
 
 
 def test_two_workers_reproduce_the_local_profile_despite_a_dead_proxy(
@@ -108,7 +116,7 @@ def test_killed_snakemake_rerun_reattaches_and_finishes_on_the_embedded_server(l
     workdir = tmp_path / "wf"
     workdir.mkdir()
     configfile = campaign_config(workdir)
-    arguments = [*LABTASKER_PROFILE, "--configfile", str(configfile), "--labtasker-queue", queue]
+    arguments = [*LABTASKER_PROFILE, *STATUS_EVERY_S, "--configfile", str(configfile), "--labtasker-queue", queue]
     command = [
         sys.executable,
         "-m",

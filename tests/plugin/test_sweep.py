@@ -51,7 +51,9 @@ def run_campaign(workers, url: str, queue: str, client, workdir: Path, name: str
     configfile = sweep_config(workdir)
     supervisor, log_dir = workers.start(name, gpus="0,1", allow=[workdir, REPO], env=env)
     started = time.monotonic()
-    arguments = [*LABTASKER_PROFILE, "--configfile", str(configfile), "--labtasker-url", url]
+    # the queue looked at every second (the profile's 2 s is for real campaigns): the test waits for its rounds
+    arguments = [*LABTASKER_PROFILE, "--seconds-between-status-checks", "1", "--configfile", str(configfile)]
+    arguments += ["--labtasker-url", url]
     run_snakemake(workdir, *arguments, "--labtasker-queue", queue, timeout=600)
     span = time.monotonic() - started
     supervisor.send_signal(signal.SIGTERM)

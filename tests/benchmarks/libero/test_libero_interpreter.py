@@ -53,7 +53,7 @@ def test_a_setup_rerun_with_nothing_changed_skips_the_smoke_test():
     assert seconds < 10, f"a setup rerun with nothing to do took {seconds:.1f}s"
 
 
-@pytest.mark.slow  # the real-simulator tests, about 2-3 minutes on 2 cores
+@pytest.mark.slow  # the real-simulator tests, about 1 minute on 2 cores
 def test_simulator_tests_pass_in_the_libero_interpreter():
     """tests/benchmarks/libero/test_libero_sim.py imports LIBERO, so it runs in the LIBERO interpreter's pytest."""
     command = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/benchmarks/libero/test_libero_sim.py"]

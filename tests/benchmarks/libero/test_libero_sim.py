@@ -5,9 +5,10 @@ there (`.venv-libero/bin/python -m pytest tests/benchmarks/libero/test_libero_si
 workflow's interpreter (which has Snakemake and never a simulator) it is skipped. In an interpreter meant for
 LIBERO it is skipped when the simulator is not installed, unless REQUIRE_LIBERO=1, which makes that an error.
 
-Short horizons keep this file to about 2 minutes on 2 cores: one task (libero_spatial task 0), trials 0-2,
-max_steps 5 after the 10 wait steps. Episodes through a real policy server over the websocket, and rendering with a
-worker's GPU label on a CPU machine, are checked on the real job path (test_libero_workflow.py).
+Its cost is LIBERO's resets and steps (about 3 CPU s and 0.3 each: scripts/bench_test_fixtures.py --libero), so
+it runs few: one task (libero_spatial task 0), trials 0-1, max_steps 5 after the 10 wait steps, and each env built
+checks several facts (about 1 minute on 2 cores). Episodes through a real policy server over the websocket, and
+rendering with a worker's GPU label on a CPU machine, are checked on the real job path (test_libero_workflow.py).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ REPO = Path(__file__).resolve().parents[3]
 SUITE, TASK = "libero_spatial", 0
 REF = TaskRef("libero", SUITE, str(TASK))
 MAX_STEPS = 5
+TRIALS = 2  # the second trial's scene depends on the first's reset: enough to prove the manifest's RNG states
 
 
 ADAPTER = get_adapter("libero")
@@ -54,7 +56,8 @@ def bench_cfg(**overrides: Any) -> Any:
     """LIBERO's settings from a validated section (the schema fills every default, as in a campaign)."""
     from evalwf.plan.config import validate_section
 
-    section = {"episodes_per_task": 3, "batch_size": 1, "seed": 7, "suites": {SUITE: [TASK]}, "max_steps": MAX_STEPS}
+    section = {"episodes_per_task": TRIALS, "batch_size": 1, "seed": 7, "suites": {SUITE: [TASK]},
+               "max_steps": MAX_STEPS}  # fmt: skip
     section.update(overrides)
     return benchmark_settings("libero", validate_section("libero", section))
 
@@ -84,12 +87,18 @@ def run_batch(
 
 
 def without_duration(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k not in ("duration_s", "reset_s")} for r in records]  # the timings
+    """The records less their timings and where their videos went (a batch that records videos evaluates the same
+    episodes)."""
+    return [
+        {k: v if k != "extra" else {x: y for x, y in v.items() if not x.startswith("video")} for k, v in r.items()
+         if k not in ("duration_s", "reset_s")}
+        for r in records
+    ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory) -> dict[str, Any]:
-    """Built from scratch (fresh cache) for trials 0-2."""
+    """Built from scratch (fresh cache) for trials 0-1."""
     os.environ["LIBERO_RNG_CACHE_DIR"] = str(tmp_path_factory.mktemp("rng-cache"))
     try:
         definition = ADAPTER.manifest_definition(bench_cfg(), SUITE, str(TASK))
@@ -132,24 +141,29 @@ def test_axis_angle_matches_robosuite():
 
 def test_manifest_records_the_sequential_rng_states(manifest):
     episodes = manifest["episodes"]
-    assert [(e["index"], e["seed"], e["init_state_index"]) for e in episodes] == [(j, 7, j) for j in range(3)]
-    # trial 0 starts right after env.seed(7) = np.random.seed(7); later trials after 1, 2 resets
+    assert [(e["index"], e["seed"], e["init_state_index"]) for e in episodes] == [(j, 7, j) for j in range(TRIALS)]
+    # trial 0 starts right after env.seed(7) = np.random.seed(7); trial 1 after one reset
     assert episodes[0]["np_rng_state"] == encode_state(np.random.RandomState(7).get_state())
-    assert len({e["np_rng_state"]["sha256"] for e in episodes}) == 3
+    assert len({e["np_rng_state"]["sha256"] for e in episodes}) == TRIALS
     language = "pick up the black bowl between the plate and the ramekin and place it on the plate"
     assert manifest["extra"]["language"] == language
 
 
 @pytest.mark.slow
 def test_batching_does_not_change_episodes_and_matches_the_sequential_loop(manifest, tmp_path):
+    """Also record_video "failures" on the real simulator: the batch of the last trial alone records its video only
+    if the trial failed, and evaluates the same episode as the batch without videos."""
     bench = bench_cfg()
     np.random.seed(2024)
     caller_state = np.random.get_state()
     policy = HashPolicy()
-    together = run_batch(bench, manifest, 0, 3, policy, tmp_path)
-    # the last trial alone, in a batch of its own: it needs the RNG state of two resets it does not run
-    last_alone = run_batch(bench, manifest, 2, 1, policy, tmp_path)
-    assert without_duration(together[2:]) == without_duration(last_alone)
+    together = run_batch(bench, manifest, 0, TRIALS, policy, tmp_path)
+    # the last trial alone, in a batch of its own: it needs the RNG state of the reset it does not run
+    last = TRIALS - 1
+    last_alone = run_batch(bench_cfg(record_video="failures"), manifest, last, 1, policy, tmp_path / "alone")
+    assert without_duration(together[last:]) == without_duration(last_alone)
+    assert ("video" in last_alone[0]["extra"]) == (not last_alone[0]["success"])
+    assert not any("video" in record["extra"] for record in together), "record_video none: no video"
     for record in together:
         assert record["steps"] == MAX_STEPS or record["success"]
         assert record["extra"]["max_steps"] == MAX_STEPS and record["extra"]["max_steps_override"] is True
@@ -165,7 +179,7 @@ def test_batching_does_not_change_episodes_and_matches_the_sequential_loop(manif
     try:
         np.random.seed(7)
         env.seed(7)
-        for j in range(3):
+        for j in range(TRIALS):
             assert encode_state(np.random.get_state()) == manifest["episodes"][j]["np_rng_state"], (
                 f"the sequential loop's RNG state before trial {j}'s reset differs from the manifest's"
             )
@@ -184,35 +198,14 @@ def test_batching_does_not_change_episodes_and_matches_the_sequential_loop(manif
         # the same init state without the resets before it shows a different scene: the manifest matters
         np.random.seed(7)
         env.reset()
-        unsequenced = frame_sha(env.set_init_state(init_states[2]))
+        unsequenced = frame_sha(env.set_init_state(init_states[last]))
     finally:
         libero_env.close_env(env)
     assert [
         {"first_frame_sha256": r["extra"]["first_frame_sha256"], "steps": r["steps"], "success": r["success"]}
         for r in together
     ] == plain
-    assert unsequenced != plain[2]["first_frame_sha256"]
-
-
-def test_video_is_written_when_asked(manifest, tmp_path):
-    """Real LIBERO frames: the mp4 next to the batch decodes to one frame per simulator step plus the first."""
-    from videokit import count_frames
-
-    ctx = BatchContext(
-        REF, EpisodeRange(0, 1), manifest, bench_cfg(max_steps=6, record_video="all", camera_size=128),
-        HashPolicy(), tmp_path / "artifacts", print, video_dir=tmp_path / "batches" / "videos",
-    )  # fmt: skip
-    [record] = list(ADAPTER.evaluate_batch(ctx))
-    video = Path(record["extra"]["video"])
-    assert video.parent == tmp_path / "batches" / "videos" and video.name.startswith("trial000-")
-    expected = 1 + 10 + record["steps"]  # first frame, 10 wait steps, the rollout's steps
-    assert record["extra"]["video_frames"] == expected
-    assert count_frames(video) == (expected, (128, 128))
-    assert not list(video.parent.glob(".*tmp*")), "no temporary file left behind"
-    failures_only = bench_cfg(max_steps=6, record_video="failures", camera_size=128)
-    [again] = run_batch(failures_only, manifest, 0, 1, HashPolicy(), tmp_path / "f")
-    assert again["success"] == record["success"]
-    assert ("video" in again["extra"]) == (not again["success"])
+    assert unsequenced != plain[last]["first_frame_sha256"]
 
 
 class RecordingPolicy(HashPolicy):
@@ -224,14 +217,30 @@ class RecordingPolicy(HashPolicy):
         return super().infer(obs)
 
 
-def test_policy_bench_sends_what_a_batch_sends(manifest, tmp_path):
-    """`evalwf policy bench` sends the adapter's sample request tagged as a job step tags it: the same keys, dtypes and
-    shapes (and instruction) as the first request a real LIBERO batch sends."""
+def test_video_is_written_when_asked_and_policy_bench_sends_what_the_batch_sent(manifest, tmp_path):
+    """Real LIBERO frames: the mp4 next to the batch decodes to one frame per simulator step plus the first.
+
+    The same batch's first request (one env for both facts): `evalwf policy bench` sends the adapter's sample
+    request tagged as a job step tags it, with the same keys, dtypes and shapes (and instruction) as the first
+    request a real LIBERO batch sends."""
+    from videokit import count_frames
+
     from evalwf.policy.bench_load import RequestSource, tagged_request
 
-    settings = bench_cfg(max_steps=1)
+    settings = bench_cfg(max_steps=6, record_video="all", camera_size=128)
     policy = RecordingPolicy()
-    run_batch(settings, manifest, 0, 1, policy, tmp_path)
+    ctx = BatchContext(
+        REF, EpisodeRange(0, 1), manifest, settings, policy, tmp_path / "artifacts", print,
+        video_dir=tmp_path / "batches" / "videos",
+    )  # fmt: skip
+    [record] = list(ADAPTER.evaluate_batch(ctx))
+    video = Path(record["extra"]["video"])
+    assert video.parent == tmp_path / "batches" / "videos" and video.name.startswith("trial000-")
+    expected = 1 + 10 + record["steps"]  # first frame, 10 wait steps, the rollout's steps
+    assert record["extra"]["video_frames"] == expected
+    assert count_frames(video) == (expected, (128, 128))
+    assert not list(video.parent.glob(".*tmp*")), "no temporary file left behind"
+
     sent = policy.requests[0]
     sample = ADAPTER.sample_observation(settings, REF, manifest).observation
     bench = tagged_request(RequestSource("libero", SUITE, str(TASK)), 0, 0, sample)
