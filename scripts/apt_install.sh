@@ -37,9 +37,11 @@ if [[ ${#missing[@]} == 0 ]]; then
 fi
 [[ $(id -u) == 0 ]] || die "packages missing: ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# another install of the same `make` (built in parallel) may hold dpkg's lock: wait for it instead of failing
+LOCK_WAIT=(-o DPkg::Lock::Timeout=600)
 say "installing ${missing[*]}"
-if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
+if ! apt-get "${LOCK_WAIT[@]}" install -y --no-install-recommends "${missing[@]}"; then
     say "install failed; refreshing package lists and retrying"
-    apt-get update || die "apt-get update failed"
-    apt-get install -y --no-install-recommends "${missing[@]}" || die "apt-get install ${missing[*]} failed"
+    apt-get "${LOCK_WAIT[@]}" update || die "apt-get update failed"
+    apt-get "${LOCK_WAIT[@]}" install -y --no-install-recommends "${missing[@]}" || die "apt-get install ${missing[*]} failed"
 fi

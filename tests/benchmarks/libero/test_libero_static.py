@@ -127,10 +127,15 @@ def test_adapter_import_does_not_import_the_simulator():
 
 
 def _validate(section: dict[str, Any]) -> dict[str, Any]:
+    """LIBERO's schema.yaml as the config schema composes it (its shared definitions, `batch_size`'s number-or-auto
+    among them, live in evalwf/plan/config.schema.yaml's $defs)."""
+    from evalwf.plan.config import config_schema
+
     schema = yaml.safe_load(SCHEMA.read_text())
     validator_class = jsonschema.validators.validator_for(schema)
     validator_class.check_schema(schema)
-    validator_class(schema).validate(section)
+    composed = {**schema, "$defs": {**config_schema()["$defs"], **schema.get("$defs", {})}}
+    validator_class(composed).validate(section)
     return section
 
 
