@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,7 @@ class QueueReports:
         """complete / fail / unclaim, retried through transient server trouble."""
         from labtasker import APIError, LabtaskerError
 
-        started = time.monotonic()
-        delay = 0.25
-        while True:
+        for _ in self._attempts():
             try:
                 if action == "complete":
                     queue_client.complete(client, claim, kwargs["result"])
@@ -55,10 +53,19 @@ class QueueReports:
             except LabtaskerError as error:
                 log(f"task {claim.task.id}: {action} transport error: {error}")
                 self.recover_server()  # the embedded server keeps its socket: this client reconnects as it is
+        log(f"task {claim.task.id}: giving up reporting {action}; the lease expiry will recover it")
+        return False
+
+    def _attempts(self) -> Iterator[None]:
+        """One step per try of a report: after each failed try a pause (0.25 s, doubling up to 5 s), until the
+        deadline (_deadline) leaves no time for another."""
+        started = time.monotonic()
+        delay = 0.25
+        while True:
+            yield
             remaining = self._deadline(started) - time.monotonic()
             if remaining <= 0:
-                log(f"task {claim.task.id}: giving up reporting {action}; the lease expiry will recover it")
-                return False
+                return
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 5.0)
 
@@ -78,9 +85,7 @@ class QueueReports:
         asked again, as reports are: a start it never recorded would have a Ctrl-C cancel a running step."""
         from labtasker import APIError, LabtaskerError
 
-        started = time.monotonic()
-        delay = 0.25
-        while True:
+        for _ in self._attempts():
             try:
                 queue_client.heartbeat(client, claim)
                 queue_client.report_progress(
@@ -97,12 +102,8 @@ class QueueReports:
             except LabtaskerError as error:
                 log(f"task {claim.task.id}: could not report the job step start: {error}")
                 return True
-            remaining = self._deadline(started) - time.monotonic()
-            if remaining <= 0:
-                log(f"task {claim.task.id}: the queue stayed busy; the job step starts unreported")
-                return True
-            time.sleep(min(delay, remaining))
-            delay = min(delay * 2, 5.0)
+        log(f"task {claim.task.id}: the queue stayed busy; the job step starts unreported")
+        return True
 
     def heartbeats(self, claim: Any, revoked: threading.Event, interval_s: float) -> None:
         """Until `revoked` is set (the task ended): a heartbeat every interval_s, on a client of its own; a task
