@@ -88,10 +88,37 @@ def _read_run(run_dir: Path, partial: bool = False) -> dict[str, Any]:
         found[directory.name] = (suites, tasks, labels)
         environments.update(run_environments(directory, directory.name))
     if not found:
+        if policies := _policy_directories(run_dir):
+            raise SystemExit(
+                f"{run_dir} is a run of several policies ({', '.join(policies)}): compare one policy with another, "
+                f"e.g. `evalwf compare {run_dir / policies[0]} <other run or policy directory>`; the run's own "
+                f"comparison of its policies is in {run_dir / 'comparison'}/<benchmark>/"
+            )
         raise SystemExit(f"{run_dir}: no summaries (task_summary.csv) yet; has the run finished?")
-    snapshot = run_dir / "campaign.yaml"
-    policy = yaml.safe_load(snapshot.read_text()).get("policy_identity", "") if snapshot.exists() else ""
-    return {"benchmarks": found, "policy": policy, "name": run_dir.name, "environments": environments}
+    return {"benchmarks": found, "environments": environments, **_policy_of(run_dir)}
+
+
+def _policy_directories(run_dir: Path) -> list[str]:
+    """The policies of a several-policy run (results/<run>/<policy>/<benchmark>/task_summary.csv)."""
+    return [
+        policy.name
+        for policy in sorted(p for p in run_dir.iterdir() if p.is_dir())
+        if any(policy.glob("*/task_summary.csv"))
+    ]
+
+
+def _policy_of(directory: Path) -> dict[str, str]:
+    """The name and policy identity a run directory shows: a run's own snapshot, or for one policy's directory of a
+    several-policy run (results/<run>/<policy>) the run's snapshot and that policy's identity in it."""
+    snapshot = directory / "campaign.yaml"
+    if snapshot.exists():
+        return {"name": directory.name, "policy": yaml.safe_load(snapshot.read_text()).get("policy_identity", "")}
+    snapshot = directory.parent / "campaign.yaml"
+    if snapshot.exists():
+        identities = yaml.safe_load(snapshot.read_text()).get("policy_identities") or {}
+        name = f"{directory.parent.name}/{directory.name}"
+        return {"name": name, "policy": identities.get(directory.name, "")}
+    return {"name": directory.name, "policy": ""}
 
 
 def _row(benchmark: str, level: str, suite: str, task: str, instruction: str, a: Any, b: Any) -> dict[str, Any]:

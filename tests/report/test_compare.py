@@ -7,7 +7,8 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import REPO
+import yaml
+from conftest import REPO, missing_facts
 from runkit import fabricate_run
 
 from evalwf.report import compare
@@ -98,3 +99,28 @@ def test_compare_refuses_an_unfinished_run(tmp_path):
         timeout=120,
     )
     assert completed.returncode != 0 and "no summaries" in completed.stderr
+
+
+def test_a_run_of_several_policies_names_its_policies_and_one_of_them_compares(tmp_path, capsys):
+    """A sweep's results are per policy (results/<run>/<policy>/<benchmark>): comparing the run said "no summaries
+    yet; has the run finished?" although every summary was there."""
+    run_b = finished_run(tmp_path, "ckpt-b", RUN_B)
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for policy, outcomes in (("step-10k", RUN_A), ("step-20k", RUN_B)):
+        (sweep / policy).mkdir()
+        (finished_run(tmp_path / policy, "run", outcomes) / "standin").rename(sweep / policy / "standin")
+    identities = {"step-10k": "serve@10k", "step-20k": "serve@20k"}
+    snapshot = {"policy_identity": "serve@10k", "policy_identities": identities}
+    (sweep / "campaign.yaml").write_text(yaml.safe_dump(snapshot))
+    with pytest.raises(SystemExit) as refused:
+        compare.main([str(sweep), str(run_b)])
+    message = str(refused.value)
+    command = f"evalwf compare {sweep / 'step-10k'}"
+    assert not missing_facts(message, "several policies", "step-10k", "step-20k", command, str(sweep / "comparison"))
+    assert "has the run finished" not in message
+    assert compare.main([str(sweep / "step-10k"), str(run_b)]) == 0
+    printed = capsys.readouterr().out
+    assert "A: sweep/step-10k (serve@10k)" in printed
+    reach_line = next(line for line in printed.splitlines() if " reach " in line)
+    assert "25/50" in reach_line and "50/50" in reach_line, reach_line
