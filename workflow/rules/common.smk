@@ -23,6 +23,8 @@ from evalwf.plan.rounds import (
     read_surely_continuing,
     round_batches,
     round_count,
+    speculate_rounds,
+    speculative_policies,
 )
 from evalwf.common.writable import check_writable
 from evalwf.export.targets import check_trackers_installed, config_targets
@@ -214,9 +216,20 @@ def early_round_batches(wildcards):
     """Round q's batches of the policies that surely continue after decision q - 1 (no outcome of round q - 1 can
     drop them), listed once decision q - 2 is written (round 1: from the config alone), so that they run
     alongside round q - 1 instead of after its decision. They are the very batch files the policies' summaries
-    ask for later: nothing runs twice, and no decision waits for them."""
+    ask for later: nothing runs twice, and no decision waits for them. With adaptive.speculate_rounds K >= 1:
+    round q of every policy still racing after decision q - 1 - K (evalwf.plan.rounds.speculative_policies),
+    which includes the former; a later decision may drop some of them, and their batches are then discarded
+    (cancelled before they start: evalwf.rules.jobs)."""
     benchmark, round_index = wildcards.benchmark, int(wildcards.round)
-    if round_index == 1:
+    look_ahead = speculate_rounds(CAMPAIGN)
+    if look_ahead:
+        names = speculative_policies(
+            round_index,
+            look_ahead,
+            list(CAMPAIGN.assignment[benchmark]),
+            continuing_after(benchmark),
+        )
+    elif round_index == 1:
         from evalwf.report.adaptive import surely_continuing_from_start
 
         names = surely_continuing_from_start(CAMPAIGN, benchmark)
@@ -229,6 +242,19 @@ def early_round_batches(wildcards):
         batch.path
         for name in names
         for batch in round_batches(CAMPAIGN.member(name), benchmark, round_index)
+    ]
+
+
+def speculated_rounds(benchmark):
+    """With adaptive.speculate_rounds: the early-start targets of `benchmark`, written once every batch they asked
+    for has ended (run or cancelled), so that the comparison counts what was discarded. Without it: none (the
+    comparison's inputs stay as they were)."""
+    if benchmark not in ADAPTIVE or not speculate_rounds(CAMPAIGN):
+        return []
+    return [
+        path
+        for path in early_round_targets(CAMPAIGN)
+        if Path(path).parent == Path(decision_path(CAMPAIGN, benchmark, 0)).parent
     ]
 
 

@@ -27,4 +27,5 @@ rule evaluate_batch:
             wildcards.task,
             wildcards.batch,
             output[0],
+            CAMPAIGN,
         )
