@@ -139,6 +139,13 @@ def write_batch_result(path: str | os.PathLike[str], result: BatchResult) -> Non
     atomic_write_json(path, result)
 
 
+def write_cancelled_speculative(path: str | os.PathLike[str], reason: str) -> None:
+    """What a speculative batch of an adaptive sweep writes in place of its result when its policy was dropped
+    (before it started, or between its episodes): the output exists, so the run goes on, and says why; validation
+    refuses it as a result, naming it."""
+    atomic_write_json(path, {CANCELLED_SPECULATIVE: reason})
+
+
 @dataclass(frozen=True)
 class BatchExpectation:
     """What a batch file must contain to count toward the summary."""

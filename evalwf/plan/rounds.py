@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalwf.common.atomic import atomic_write_text
+from evalwf.contract.sim_request import StopIfDropped
 from evalwf.plan.campaign import BatchPlan, Campaign, PolicyCampaign
 from evalwf.plan.campaign_config import CampaignConfig
 from evalwf.plan.results import CANCELLED_SPECULATIVE
@@ -321,10 +321,17 @@ def cancelled_speculation(campaign: Campaign, policy: str, benchmark: str, batch
     )
 
 
-def write_cancelled_marker(output: str, reason: str) -> None:
-    """The job's output for a cancelled speculative batch: it exists (the run goes on) and says why; validation
-    refuses it as a result, naming it, and the inventory counts it as neither done nor bad."""
-    atomic_write_text(output, json.dumps({CANCELLED_SPECULATIVE: reason}, indent=2) + "\n")
+def speculation_watch(campaign: Campaign, policy: str, benchmark: str, batch: BatchPlan) -> StopIfDropped | None:
+    """What the simulator step of `policy`'s `batch` watches to stop between episodes: the decisions before its
+    round not written yet (a batch started ahead of them, speculatively or early); None when there are none."""
+    if benchmark not in adaptive_benchmarks(campaign):
+        return None
+    waiting = [
+        path
+        for path in (decision_path(campaign, benchmark, r) for r in range(batch_round(campaign.config, batch)))
+        if not Path(path).exists()
+    ]
+    return StopIfDropped(policy, waiting) if waiting else None
 
 
 def is_cancelled_marker(path: str | Path) -> bool:

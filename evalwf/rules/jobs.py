@@ -40,11 +40,12 @@ from evalwf.job.interpreter import run_in_interpreter
 from evalwf.plan.campaign import BatchPlan, Campaign, PlannedTasks, PolicyCampaign
 from evalwf.plan.campaign_config import CampaignConfig
 from evalwf.plan.interpreter import resolve_interpreter
+from evalwf.plan.results import write_cancelled_speculative
 from evalwf.plan.rounds import (
     adaptive_benchmarks,
     cancelled_speculation,
     is_cancelled_marker,
-    write_cancelled_marker,
+    speculation_watch,
     written_batches,
 )
 from evalwf.policy.client import PolicyServerError, check_endpoint
@@ -313,9 +314,10 @@ def evaluate_batch(
         batch = None
     if batch is None or os.path.normpath(batch.path) != os.path.normpath(output):
         raise ConfigError(f"batch {output} is not planned by this config (the config changed?)")
-    cancelled = cancelled_speculation(sweep, campaign.policy.name, benchmark, batch) if sweep and sweep.multi else None
+    adaptive = sweep is not None and sweep.multi
+    cancelled = cancelled_speculation(sweep, campaign.policy.name, benchmark, batch) if adaptive else None
     if cancelled:
-        write_cancelled_marker(output, cancelled)
+        write_cancelled_speculative(output, cancelled)
         log(f"{output}: cancelled before it started: {cancelled}")
         return
     plan = campaign.task_plan(benchmark, suite, task)
@@ -340,5 +342,6 @@ def evaluate_batch(
             output=output,
             artifacts_dir=str(artifacts),
             video_dir=str(Path(output).parent / "videos"),
+            stop_if_dropped=speculation_watch(sweep, campaign.policy.name, benchmark, batch) if adaptive else None,
         )
         _run_sim_step(campaign, benchmark, request, f"{benchmark} {suite}/{task} batch {batch.episodes.label}")

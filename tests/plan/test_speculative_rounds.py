@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import standin_server
 from runkit import fabricate_sweep
 
 from evalwf.common.errors import ResultValidationError
+from evalwf.contract.sim_request import BatchRequest, StopIfDropped
+from evalwf.job import sim_step
 from evalwf.plan.inventory import survey
 from evalwf.plan.results import validate_batch_result
 from evalwf.plan.rounds import (
@@ -21,8 +24,10 @@ from evalwf.plan.rounds import (
     dropped_before,
     round_batches,
     round_progress,
+    speculation_watch,
     speculative_policies,
 )
+from evalwf.report.adaptive import decide_round
 from evalwf.rules import jobs
 
 # continuing after decision 0: a, b, c; after 1: a, b (c dropped); after 2: a (b dropped)
@@ -76,7 +81,7 @@ SECTION = {"episodes_per_task": 20, "batch_size": 5}  # 4 rounds of 5 episodes; 
 SUCCESS = {"a": True, "b": True, "c": False}  # a, the baseline, and b solve everything; c nothing
 
 
-def test_the_job_step_cancels_a_speculative_batch_whose_policy_was_dropped_and_nothing_counts_it(tmp_path):
+def test_a_dropped_policys_speculative_batch_is_cancelled_before_or_while_it_runs_and_nothing_counts_it(tmp_path):
     adaptive = {"drop": "worse-than-baseline", "min_episodes": 5, "round_episodes": 5, "speculate_rounds": 2}
     campaign = fabricate_sweep(
         tmp_path, list(SUCCESS), lambda p, b: b.episodes.start < 5, lambda p, s, t, i: SUCCESS[p],
@@ -84,8 +89,10 @@ def test_the_job_step_cancels_a_speculative_batch_whose_policy_was_dropped_and_n
     )  # fmt: skip
     c_round = {r: round_batches(campaign.member("c"), "standin", r)[0] for r in range(4)}
     assert all(cancelled_speculation(campaign, "c", "standin", c_round[r]) is None for r in range(4))
-
-    from evalwf.report.adaptive import decide_round
+    # started now, c's round 2 watches decisions 0 and 1 (not written yet) to stop between its episodes
+    watch = speculation_watch(campaign, "c", "standin", c_round[2])
+    assert watch == StopIfDropped("c", [decision_path(campaign, "standin", r) for r in (0, 1)])
+    assert speculation_watch(campaign, "c", "standin", c_round[0]) is None
 
     decision = decide_round(campaign, "standin", 0, decision_path(campaign, "standin", 0))
     assert decision["continuing"] == ["a", "b"] and "speculate_rounds" not in decision["adaptive"]
@@ -103,8 +110,23 @@ def test_the_job_step_cancels_a_speculative_batch_whose_policy_was_dropped_and_n
     inventory = survey(campaign.member("c"))
     assert c_round[1].path not in inventory.done and c_round[1].path not in inventory.bad
 
+    # one already running stops after the episode during which the decision was written (the simulator step,
+    # against a real stand-in policy server): a marker in place of the result, saying how far it got
+    member = campaign.member("c")
+    plan = member.task_plan(*c_round[2].key[:3])
+    with standin_server() as url:
+        sim_step.run_request(
+            BatchRequest(run="t", benchmark="standin", suite=c_round[2].ref.suite, task=c_round[2].ref.task,
+                         episode_start=10, episode_count=5, section=member.section("standin"),
+                         manifest_path=plan.manifest_path, manifest_hash=plan.manifest_hash, endpoint=url,
+                         infer_timeout_s=30, policy_identity=member.policy.identity, output=c_round[2].path,
+                         artifacts_dir=str(tmp_path / "artifacts"), stop_if_dropped=watch)
+        )  # fmt: skip
+    stopped = json.loads(Path(c_round[2].path).read_text())["cancelled_speculative"]
+    assert stopped.startswith("c was dropped after round 0") and stopped.endswith("after 1 of its 5 episodes")
+
     # status: a racing policy has K rounds asked beyond the decisions; the dropped one its discarded batches
     progress = round_progress(campaign, "standin", [decision], [])
     assert progress["a"].planned == progress["b"].planned == 4  # rounds 0..1 planned, 2..3 speculative
-    assert (progress["c"].dropped_after, progress["c"].discarded, progress["c"].cancelled) == (0, 0, 1)
+    assert (progress["c"].dropped_after, progress["c"].discarded, progress["c"].cancelled) == (0, 0, 2)
     assert batch_round(campaign.config, c_round[1]) == 1

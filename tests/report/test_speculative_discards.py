@@ -8,7 +8,8 @@ from pathlib import Path
 
 from runkit import fabricate_sweep
 
-from evalwf.plan.rounds import batch_round, decision_path, write_cancelled_marker
+from evalwf.plan.results import write_cancelled_speculative
+from evalwf.plan.rounds import batch_round, decision_path
 from evalwf.report import run_state, status
 from evalwf.report.adaptive import decide_round, sweep_outcome
 
@@ -52,7 +53,7 @@ def test_a_discarded_speculative_batch_never_enters_a_decision_and_status_names_
 
     # one of them cancelled before it started instead: counted apart, and it ran nothing
     member = campaign.member("c")
-    write_cancelled_marker(next(b for b in member.batches("standin") if b.episodes.start == 5).path, "dropped")
+    write_cancelled_speculative(next(b for b in member.batches("standin") if b.episodes.start == 5).path, "dropped")
     assert sweep_outcome(campaign, "standin")["c"]["discarded_episodes"] == 10
     [line] = [line for line in status.round_lines(run_state.adaptive_rounds(campaign)) if "c dropped" in line]
     assert "2 batch(es) evaluated and not counted, 1 cancelled before they started" in line
