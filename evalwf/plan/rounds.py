@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalwf.contract.sim_request import StopIfDropped
-from evalwf.plan.campaign import BatchPlan, Campaign, PolicyCampaign
+from evalwf.plan.campaign import BatchPlan, Campaign, PlannedTasks, PolicyCampaign
 from evalwf.plan.campaign_config import CampaignConfig
 from evalwf.plan.results import CANCELLED_SPECULATIVE
 
@@ -50,13 +50,13 @@ def adaptive_benchmarks(campaign: Campaign) -> list[str]:
     return campaign.compared_benchmarks() if AdaptiveSettings.of(campaign.config) else []
 
 
-def round_count(campaign: Campaign, benchmark: str) -> int:
+def round_count(campaign: PlannedTasks, benchmark: str) -> int:
     settings = AdaptiveSettings.of(campaign.config)
     assert settings is not None
     return math.ceil(campaign.section(benchmark)["episodes_per_task"] / settings.round_episodes)
 
 
-def round_end(campaign: Campaign, benchmark: str, round_index: int) -> int:
+def round_end(campaign: PlannedTasks, benchmark: str, round_index: int) -> int:
     """Episodes per task evaluated once round `round_index` (from 0) is finished."""
     settings = AdaptiveSettings.of(campaign.config)
     assert settings is not None
@@ -75,7 +75,7 @@ def round_batches(member: PolicyCampaign, benchmark: str, round_index: int) -> l
     return [b for b in member.batches(benchmark) if batch_round(member.config, b) == round_index]
 
 
-def decision_path(campaign: Campaign, benchmark: str, round_index: int) -> str:
+def decision_path(campaign: PlannedTasks, benchmark: str, round_index: int) -> str:
     """Which policies continue after round `round_index`: written by the round's decision job."""
     return str(campaign.comparison_dir(benchmark) / "rounds" / f"round-{round_index}.json")
 
@@ -165,7 +165,7 @@ def planned_batches(
     return [batch for r in range(evaluated) for batch in round_batches(member, benchmark, r)]
 
 
-def written_decisions(campaign: Campaign, benchmark: str) -> list[dict[str, Any]]:
+def written_decisions(campaign: PlannedTasks, benchmark: str) -> list[dict[str, Any]]:
     """The decisions written so far, in round order (each one is taken only after the one before it)."""
     decisions = []
     for round_index in range(round_count(campaign, benchmark) - 1):
@@ -305,11 +305,16 @@ def expected_batch_weights(campaign: Campaign) -> dict[str, float]:
     return weights
 
 
-def cancelled_speculation(campaign: Campaign, policy: str, benchmark: str, batch: BatchPlan) -> str | None:
+def _speculating(campaign: PlannedTasks, benchmark: str) -> bool:
+    """Whether `benchmark` runs in rounds (an adaptive campaign, several of whose policies evaluate it)."""
+    return campaign.config.adaptive is not None and len(campaign.config.benchmark_policies()[benchmark]) > 1
+
+
+def cancelled_speculation(campaign: PlannedTasks, policy: str, benchmark: str, batch: BatchPlan) -> str | None:
     """Why `policy`'s `batch` of an adaptive benchmark must not start: a written decision dropped the policy before
     the batch's round (it was asked for speculatively), else None. The job step checks this before it starts the
-    policy server."""
-    if benchmark not in adaptive_benchmarks(campaign):
+    policy server (`campaign`: the sweep or the policy's own campaign: both find the decisions)."""
+    if not _speculating(campaign, benchmark):
         return None
     round_index = batch_round(campaign.config, batch)
     dropped = dropped_before(written_decisions(campaign, benchmark), policy, round_index)
@@ -321,10 +326,10 @@ def cancelled_speculation(campaign: Campaign, policy: str, benchmark: str, batch
     )
 
 
-def speculation_watch(campaign: Campaign, policy: str, benchmark: str, batch: BatchPlan) -> StopIfDropped | None:
+def speculation_watch(campaign: PlannedTasks, policy: str, benchmark: str, batch: BatchPlan) -> StopIfDropped | None:
     """What the simulator step of `policy`'s `batch` watches to stop between episodes: the decisions before its
     round not written yet (a batch started ahead of them, speculatively or early); None when there are none."""
-    if benchmark not in adaptive_benchmarks(campaign):
+    if not _speculating(campaign, benchmark):
         return None
     waiting = [
         path

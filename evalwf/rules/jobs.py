@@ -296,26 +296,18 @@ def note_early_round(output: str, batches: list[str]) -> None:
     )
 
 
-def evaluate_batch(
-    campaign: PolicyCampaign,
-    benchmark: str,
-    suite: str,
-    task: str,
-    label: str,
-    output: str,
-    sweep: Campaign | None = None,
-) -> None:
+def evaluate_batch(campaign: PolicyCampaign, benchmark: str, suite: str, task: str, label: str, output: str) -> None:
     """Evaluate the planned batch its rule's wildcards name (BatchPlan.key), whose result file is `output`, in the
-    benchmark's interpreter. In an adaptive `sweep`, a speculative batch whose policy a written decision dropped
-    is not started: it ends at once with a marker in place of its result (evalwf.plan.rounds)."""
+    benchmark's interpreter. In an adaptive sweep, a speculative batch whose policy a written decision dropped is
+    not started (it ends at once with a marker in place of its result), and one running stops between episodes
+    once a decision drops it (evalwf.plan.rounds)."""
     try:
         batch: BatchPlan | None = campaign.batch_plan_of(benchmark, suite, task, label)
     except KeyError:
         batch = None
     if batch is None or os.path.normpath(batch.path) != os.path.normpath(output):
         raise ConfigError(f"batch {output} is not planned by this config (the config changed?)")
-    adaptive = sweep is not None and sweep.multi
-    cancelled = cancelled_speculation(sweep, campaign.policy.name, benchmark, batch) if adaptive else None
+    cancelled = cancelled_speculation(campaign, campaign.policy.name, benchmark, batch)
     if cancelled:
         write_cancelled_speculative(output, cancelled)
         log(f"{output}: cancelled before it started: {cancelled}")
@@ -342,6 +334,6 @@ def evaluate_batch(
             output=output,
             artifacts_dir=str(artifacts),
             video_dir=str(Path(output).parent / "videos"),
-            stop_if_dropped=speculation_watch(sweep, campaign.policy.name, benchmark, batch) if adaptive else None,
+            stop_if_dropped=speculation_watch(campaign, campaign.policy.name, benchmark, batch),
         )
         _run_sim_step(campaign, benchmark, request, f"{benchmark} {suite}/{task} batch {batch.episodes.label}")

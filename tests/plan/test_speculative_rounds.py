@@ -103,7 +103,7 @@ def test_a_dropped_policys_speculative_batch_is_cancelled_before_or_while_it_run
 
     # the job step ends at once (no policy server, no simulator) with a marker in place of the result: a clear
     # refusal as a result, neither done nor bad in the plan
-    jobs.evaluate_batch(campaign.member("c"), *c_round[1].key, c_round[1].path, campaign)
+    jobs.evaluate_batch(campaign.member("c"), *c_round[1].key, c_round[1].path)
     assert json.loads(Path(c_round[1].path).read_text()) == {"cancelled_speculative": reason}
     with pytest.raises(ResultValidationError, match=r"speculative batch .* cancelled before it ran"):
         validate_batch_result(c_round[1].path, campaign.member("c").expectation(c_round[1], {}))

@@ -27,5 +27,4 @@ rule evaluate_batch:
             wildcards.task,
             wildcards.batch,
             output[0],
-            CAMPAIGN,
         )
