@@ -236,12 +236,14 @@ def simulate_speculative(
     workers: int,
     look_ahead: int,
     decision_s: float,
+    rounds_first: bool = True,
 ) -> Speculated:
     """One sweep when, with decision d the last written, every policy it lets continue has its rounds up to
     d + 1 + look_ahead ready (look_ahead 0: the barrier), earlier rounds claimed first (longest first within a
-    round). Decision d is still taken once round d's kept batches are done: it never waits for a speculative one.
-    When it drops a policy, that policy's queued batches of later rounds are cancelled and its running ones stop
-    at once; what they ran is counted as spent. The scheduler only sees the decisions written, never the plan."""
+    round), or longest first alone (`rounds_first` False: the Labtasker executor's priority today). Decision d is
+    still taken once round d's kept batches are done: it never waits for a speculative one. When it drops a
+    policy, that policy's queued batches of later rounds are cancelled and its running ones stop at once; what
+    they ran is counted as spent. The scheduler only sees the decisions written, never the plan."""
     rounds = len(plan.racing)
     kept = [set(racing) for racing in plan.racing]
     released: set[tuple[int, int]] = set()
@@ -263,7 +265,8 @@ def simulate_speculative(
                 released.add((policy, round_index))
                 source = batches if policy in kept[round_index] else discardable
                 for batch in source[(policy, round_index)]:
-                    heapq.heappush(ready, ((batch.round, -batch.expected), order, batch))
+                    key = (batch.round if rounds_first else 0, -batch.expected)
+                    heapq.heappush(ready, (key, order, batch))
                     order += 1
 
     def start_free() -> None:
@@ -376,10 +379,18 @@ def speculative_table(scenario: Scenario, sweeps: list[Sweep], args: argparse.Na
                 for s in sweeps
             ]
             spans = np.array([run.span for run in runs])
+            blind = np.array(
+                [
+                    simulate_speculative(
+                        s.plan, s.batches, s.discardable, workers, look_ahead, args.decision_s, False
+                    ).span
+                    for s in sweeps
+                ]
+            )
             spent = [k + run.discarded_batches * args.batch_size for k, run in zip(kept, runs, strict=True)]
             print(
                 f"| {scenario.label} ({scenario.drop}) | {workers} | {look_ahead} "
-                f"| {np.mean(early / bound):.3f} | {np.mean(spans / bound):.3f} "
+                f"| {np.mean(early / bound):.3f} | {np.mean(spans / bound):.3f} | {np.mean(blind / bound):.3f} "
                 f"| {100 * np.mean([r.useful / (workers * r.span) for r in runs]):.1f} % "
                 f"| {100 * np.mean([(r.useful + r.discarded) / (workers * r.span) for r in runs]):.1f} % "
                 f"| {100 * np.mean([r.discarded / (r.useful + r.discarded) for r in runs]):.1f} % "
@@ -438,6 +449,7 @@ def main() -> None:
             "K",
             "span / no-barrier: early, rounds first",
             "speculative",
+            "speculative, longest first",
             "util. (kept work)",
             "busy (kept + discarded)",
             "discarded share",

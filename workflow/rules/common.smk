@@ -16,6 +16,7 @@ from evalwf.common.errors import CauseOnly, ConfigError
 from evalwf.plan.manifest import restore_cached_manifest
 from evalwf.plan.rounds import (
     adaptive_benchmarks,
+    batch_round,
     decision_path,
     early_round_targets,
     planned_batches,
@@ -357,6 +358,18 @@ def expected_cost_resource(wildcards):
 def manifest_gpu_resource(wildcards):
     """Building a manifest needs a GPU where the benchmark's expert check runs its simulator (RoboTwin)."""
     return get_adapter(wildcards.benchmark).manifest_gpus
+
+
+def adaptive_round_resource(wildcards):
+    """The round of an adaptive sweep the batch lies in (0 otherwise): the Labtasker executor claims earlier
+    rounds first, so a decision's own round goes before the batches that run ahead of it.
+    """
+    if wildcards.benchmark not in ADAPTIVE:
+        return 0
+    batch = campaign_of(wildcards).batch_plan_of(
+        wildcards.benchmark, wildcards.suite, wildcards.task, wildcards.batch
+    )
+    return batch_round(CAMPAIGN.config, batch)
 
 
 def episodes_resource(wildcards):
