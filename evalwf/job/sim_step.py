@@ -99,7 +99,7 @@ def evaluate_batch(request: BatchRequest) -> None:
                 break  # the generator closes: the adapter's own cleanup runs
     if dropped and len(records) < episodes.count:
         reason = f"{dropped}; stopped after {len(records)} of its {episodes.count} episodes"
-        write_cancelled_speculative(request.output, reason)
+        write_cancelled_speculative(request.output, reason, len(records))
         log(f"{request.output}: discarded (speculative): {reason}")
         return
     if [r["index"] for r in records] != episodes.indices():

@@ -72,6 +72,7 @@ RESULT_SCHEMA_VERSION = 1
 # The key of what an adaptive sweep writes in place of a speculative batch it cancelled before it started (its
 # policy was dropped first): the job's output exists, so the run goes on, but it is no result (evalwf.plan.rounds).
 CANCELLED_SPECULATIVE = "cancelled_speculative"
+EPISODES_RUN = "episodes_run"  # ... and how many of its episodes ran before it stopped (spent)
 
 
 @cache
@@ -139,11 +140,11 @@ def write_batch_result(path: str | os.PathLike[str], result: BatchResult) -> Non
     atomic_write_json(path, result)
 
 
-def write_cancelled_speculative(path: str | os.PathLike[str], reason: str) -> None:
+def write_cancelled_speculative(path: str | os.PathLike[str], reason: str, episodes_run: int = 0) -> None:
     """What a speculative batch of an adaptive sweep writes in place of its result when its policy was dropped
-    (before it started, or between its episodes): the output exists, so the run goes on, and says why; validation
-    refuses it as a result, naming it."""
-    atomic_write_json(path, {CANCELLED_SPECULATIVE: reason})
+    (before it started, or between its episodes: `episodes_run`, spent and never read): the output exists, so the
+    run goes on, and says why; validation refuses it as a result, naming it."""
+    atomic_write_json(path, {CANCELLED_SPECULATIVE: reason, EPISODES_RUN: episodes_run})
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 from evalwf.contract.sim_request import StopIfDropped
 from evalwf.plan.campaign import BatchPlan, Campaign, PlannedTasks, PolicyCampaign
 from evalwf.plan.campaign_config import CampaignConfig
-from evalwf.plan.results import CANCELLED_SPECULATIVE
+from evalwf.plan.results import CANCELLED_SPECULATIVE, EPISODES_RUN
 
 
 @dataclass(frozen=True)
@@ -340,8 +340,16 @@ def speculation_watch(campaign: PlannedTasks, policy: str, benchmark: str, batch
 
 
 def is_cancelled_marker(path: str | Path) -> bool:
+    return cancelled_marker_episodes(path) is not None
+
+
+def cancelled_marker_episodes(path: str | Path) -> int | None:
+    """How many episodes a cancelled speculative batch ran before it stopped (0: it never started); None when
+    `path` is no such marker (a result, or nothing readable)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(data, dict) and CANCELLED_SPECULATIVE in data
+        return None
+    if not isinstance(data, dict) or CANCELLED_SPECULATIVE not in data:
+        return None
+    return int(data.get(EPISODES_RUN, 0))

@@ -24,9 +24,9 @@ from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
 from evalwf.plan.rounds import (
     AdaptiveSettings,
+    cancelled_marker_episodes,
     decision_path,
     discarded_batches,
-    is_cancelled_marker,
     round_batches,
     round_count,
     round_end,
@@ -201,11 +201,12 @@ def sweep_outcome(campaign: Campaign, benchmark: str) -> dict[str, dict[str, Any
         record = dropped.get(name)
         low, high = intervals.get(name, (math.nan, math.nan))
         tasks = outcomes[name].shape[1]
-        # speculative batches run after the policy's drop: never read, but spent (a cancelled one ran nothing)
+        # speculative batches run after the policy's drop: never read, but spent (a cancelled one: what it ran)
         wasted = sum(
-            batch.episodes.count
+            batch.episodes.count if cancelled is None else cancelled
             for batch in campaign.member(name).batches(benchmark)
-            if batch.path in discarded.get(name, []) and not is_cancelled_marker(batch.path)
+            if batch.path in discarded.get(name, [])
+            for cancelled in [cancelled_marker_episodes(batch.path)]
         )
         rows[name] = {
             "adaptive": f"dropped after round {record['round']}" if record else "evaluated in full",

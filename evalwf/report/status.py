@@ -149,7 +149,7 @@ def _discarded_note(standing: RoundProgress | None) -> str:
         return ""
     return (
         f"; discarded (speculative): {standing.discarded} batch(es) evaluated and not counted, "
-        f"{standing.cancelled} cancelled before they started"
+        f"{standing.cancelled} cancelled (before they started, or between episodes)"
     )
 
 

@@ -104,7 +104,7 @@ def test_a_dropped_policys_speculative_batch_is_cancelled_before_or_while_it_run
     # the job step ends at once (no policy server, no simulator) with a marker in place of the result: a clear
     # refusal as a result, neither done nor bad in the plan
     jobs.evaluate_batch(campaign.member("c"), *c_round[1].key, c_round[1].path)
-    assert json.loads(Path(c_round[1].path).read_text()) == {"cancelled_speculative": reason}
+    assert json.loads(Path(c_round[1].path).read_text()) == {"cancelled_speculative": reason, "episodes_run": 0}
     with pytest.raises(ResultValidationError, match=r"speculative batch .* cancelled before it ran"):
         validate_batch_result(c_round[1].path, campaign.member("c").expectation(c_round[1], {}))
     inventory = survey(campaign.member("c"))
@@ -122,8 +122,9 @@ def test_a_dropped_policys_speculative_batch_is_cancelled_before_or_while_it_run
                          infer_timeout_s=30, policy_identity=member.policy.identity, output=c_round[2].path,
                          artifacts_dir=str(tmp_path / "artifacts"), stop_if_dropped=watch)
         )  # fmt: skip
-    stopped = json.loads(Path(c_round[2].path).read_text())["cancelled_speculative"]
-    assert stopped.startswith("c was dropped after round 0") and stopped.endswith("after 1 of its 5 episodes")
+    stopped = json.loads(Path(c_round[2].path).read_text())
+    assert stopped["cancelled_speculative"].startswith("c was dropped after round 0") and stopped["episodes_run"] == 1
+    assert stopped["cancelled_speculative"].endswith("after 1 of its 5 episodes")
 
     # status: a racing policy has K rounds asked beyond the decisions; the dropped one its discarded batches
     progress = round_progress(campaign, "standin", [decision], [])

@@ -44,16 +44,18 @@ def test_a_discarded_speculative_batch_never_enters_a_decision_and_status_names_
     # status and the comparison count it as discarded: spent, never part of c's numbers
     lines = status.round_lines(run_state.adaptive_rounds(campaign))
     [line] = [line for line in lines if line.startswith("  c dropped after round 0")]
-    assert "discarded (speculative): 3 batch(es) evaluated and not counted, 0 cancelled before they started" in line
+    assert "discarded (speculative): 3 batch(es) evaluated and not counted, 0 cancelled" in line
     sweep(lambda policy, batch: policy != "c" and batch.episodes.start >= 10)
     decide_round(campaign, "standin", 2, decision_path(campaign, "standin", 2))
     outcome = sweep_outcome(campaign, "standin")
     assert outcome["c"]["episodes_per_task"] == 5 and outcome["c"]["discarded_episodes"] == 15
     assert outcome["c"]["episodes_spent"] == 5 * 3 + 15 and outcome["a"]["episodes_spent"] == 20 * 3
 
-    # one of them cancelled before it started instead: counted apart, and it ran nothing
-    member = campaign.member("c")
-    write_cancelled_speculative(next(b for b in member.batches("standin") if b.episodes.start == 5).path, "dropped")
-    assert sweep_outcome(campaign, "standin")["c"]["discarded_episodes"] == 10
+    # two of them cancelled instead, one before it started, one after 2 of its 5 episodes: counted apart, and only
+    # the episodes they ran are spent
+    first, second = [b.path for b in campaign.member("c").batches("standin") if b.episodes.start == 5][:2]
+    write_cancelled_speculative(first, "dropped")
+    write_cancelled_speculative(second, "dropped; stopped after 2 of its 5 episodes", 2)
+    assert sweep_outcome(campaign, "standin")["c"]["discarded_episodes"] == 5 + 2
     [line] = [line for line in status.round_lines(run_state.adaptive_rounds(campaign)) if "c dropped" in line]
-    assert "2 batch(es) evaluated and not counted, 1 cancelled before they started" in line
+    assert "1 batch(es) evaluated and not counted, 2 cancelled (before they started, or between episodes)" in line
