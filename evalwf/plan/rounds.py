@@ -183,7 +183,7 @@ class RoundProgress:
     planned: int  # its rounds whose batches are planned (the later ones wait for a decision)
     dropped_after: int | None  # the round after which it stopped, if it did
     discarded: int = 0  # its speculative batches after the drop that ran anyway (spent, never read)
-    cancelled: int = 0  # those cancelled before they started (a marker in place of the result)
+    cancelled: int = 0  # those cancelled before they started or between episodes (a marker in their place)
 
 
 def round_progress(
@@ -212,8 +212,8 @@ def round_progress(
 
 
 def discarded_batches(campaign: Campaign, benchmark: str, decisions: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Per dropped policy, the paths of its speculative batches that exist (ran, or were cancelled before they
-    started: evalwf.rules.jobs writes a marker then) in the rounds after its drop: discarded, counted as spent."""
+    """Per dropped policy, the paths of its speculative batches that exist (ran, or were cancelled: a marker then,
+    is_cancelled_marker) in the rounds after its drop: discarded, counted as spent."""
     look_ahead = speculate_rounds(campaign)
     if not decisions or not look_ahead:
         return {}
@@ -340,6 +340,7 @@ def speculation_watch(campaign: PlannedTasks, policy: str, benchmark: str, batch
 
 
 def is_cancelled_marker(path: str | Path) -> bool:
+    """Whether a batch file is the marker of a cancelled speculative batch (evalwf.plan.results), not a result."""
     return cancelled_marker_episodes(path) is not None
 
 
