@@ -71,6 +71,8 @@ JOB_STEP_PROGRESS = "job_step"
 # Rule resources the workflow declares for the executor (operational: never rerun triggers).
 EXPECTED_COST_RESOURCE = "expected_cost_s"
 EPISODES_RESOURCE = "episodes"  # episodes a batch job evaluates (progress line); 0 / absent for other jobs
+# the round of an adaptive sweep a batch lies in (0 for every other batch): the executor claims earlier rounds first
+ROUND_RESOURCE = "adaptive_round"
 # A worker's registration metadata (its Labtasker worker observation) names, under this key, the benchmarks it refuses
 # because its node checks failed there: {campaign key: {benchmark: reason and fix}}; the submitter shows them.
 WORKER_REFUSING_KEY = "refusing"

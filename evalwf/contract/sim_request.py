@@ -24,6 +24,15 @@ class ExternalServer:
 
 
 @dataclass(frozen=True)
+class StopIfDropped:
+    """A speculative batch of an adaptive sweep (adaptive.speculate_rounds): the step stops between episodes once
+    one of `decisions` (the round decisions not yet written when it started) drops `policy`."""
+
+    policy: str
+    decisions: list[str] = field(hash=False)
+
+
+@dataclass(frozen=True)
 class BatchRequest:
     """Evaluate episodes [episode_start, episode_start + episode_count) of one task against the policy at
     `endpoint`; write the batch result JSON to `output` atomically."""
@@ -46,6 +55,7 @@ class BatchRequest:
     server_process: str | None = None  # the worker's policy server (`pid:start time`), verified before any observation
     policy_server: ExternalServer | None = None  # an external server (policy.url): its URL and metadata digest
     video_dir: str | None = None
+    stop_if_dropped: StopIfDropped | None = None
 
     def to_json(self) -> str:
         return json.dumps({"kind": self.kind, **asdict(self)})
@@ -82,6 +92,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "JsonObject": (dict,),
     "str | None": (str, type(None)),
     "ExternalServer | None": (dict, type(None)),
+    "StopIfDropped | None": (dict, type(None)),
 }
 
 
@@ -116,6 +127,8 @@ def request_from_data(data: object) -> SimRequest:
             )
         if spec.type == "ExternalServer | None" and value is not None:
             value = _external_server(kind, name, value)
+        if spec.type == "StopIfDropped | None" and value is not None:
+            value = _stop_if_dropped(kind, name, value)
         if spec.type == "float":
             value = float(value)  # type: ignore[arg-type]
         values[name] = value
@@ -127,3 +140,11 @@ def _external_server(kind: str, name: str, value: dict) -> ExternalServer:  # ty
     if set(value) != keys or not all(isinstance(value[key], str) for key in keys):
         raise ValueError(f"{kind} request: field {name!r} must hold exactly the texts {sorted(keys)}, not {value!r}")
     return ExternalServer(**value)
+
+
+def _stop_if_dropped(kind: str, name: str, value: dict) -> StopIfDropped:  # type: ignore[type-arg]
+    policy, decisions = value.get("policy"), value.get("decisions")
+    texts = isinstance(decisions, list) and all(isinstance(path, str) for path in decisions)
+    if set(value) != {"policy", "decisions"} or not isinstance(policy, str) or not texts:
+        raise ValueError(f"{kind} request: field {name!r} must hold a policy name and a list of decision paths")
+    return StopIfDropped(policy, list(decisions))

@@ -24,6 +24,7 @@ them. The benchmark's adapter imports its simulator lazily.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import traceback
@@ -32,12 +33,12 @@ from pathlib import Path
 
 from evalwf.benchmark.adapter import BatchContext, TaskRef, benchmark_settings, get_adapter
 from evalwf.benchmark.batches import EpisodeRange
-from evalwf.contract.sim_request import BatchRequest, ManifestRequest, SimRequest, request_from_json
+from evalwf.contract.sim_request import BatchRequest, ManifestRequest, SimRequest, StopIfDropped, request_from_json
 from evalwf.job.interpreter import FAILURE_PREFIX
 from evalwf.plan.batch_environment import batch_environment
 from evalwf.plan.environment import check_recorded
 from evalwf.plan.manifest import load_manifest, manifest_bundle, seal_manifest
-from evalwf.plan.results import build_batch_result, write_batch_result
+from evalwf.plan.results import build_batch_result, write_batch_result, write_cancelled_speculative
 from evalwf.policy.client import PolicyClient
 
 
@@ -47,6 +48,19 @@ def log(message: str) -> None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()  # noqa: UP017 (Python 3.10: RoboTwin's interpreter)
+
+
+def dropped_by(stop: StopIfDropped | None) -> str | None:
+    """Why a speculative batch stops now: a round decision written since it started dropped its policy."""
+    for path in stop.decisions if stop else []:
+        try:
+            decision = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # not written yet (or being written: it is published by a rename, so not for long)
+        record = decision.get("dropped", {}).get(stop.policy) if isinstance(decision, dict) else None
+        if record:
+            return f"{stop.policy} was dropped after round {record.get('round')} ({path})"
+    return None
 
 
 def evaluate_batch(request: BatchRequest) -> None:
@@ -75,11 +89,19 @@ def evaluate_batch(request: BatchRequest) -> None:
             log,
             video_dir=Path(request.video_dir) if request.video_dir else None,
         )
-        records = []
+        records, dropped = [], None
         for record in adapter.evaluate_batch(context):
             records.append(record)
             outcome = "success" if record["success"] else "failure"
             log(f"  episode {record['index']}: {outcome} in {record['steps']} steps ({record['duration_s']:.1f}s)")
+            dropped = dropped_by(request.stop_if_dropped)
+            if dropped and len(records) < episodes.count:
+                break  # the generator closes: the adapter's own cleanup runs
+    if dropped and len(records) < episodes.count:
+        reason = f"{dropped}; stopped after {len(records)} of its {episodes.count} episodes"
+        write_cancelled_speculative(request.output, reason, len(records))
+        log(f"{request.output}: discarded (speculative): {reason}")
+        return
     if [r["index"] for r in records] != episodes.indices():
         raise RuntimeError(
             f"{benchmark} adapter returned episodes {[r['index'] for r in records]}, expected {episodes.indices()}"

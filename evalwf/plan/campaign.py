@@ -161,6 +161,11 @@ class PlannedTasks:
         """The benchmarks planned here (a member of several policies: those of its policy)."""
         return list(self._benchmarks)
 
+    def comparison_dir(self, benchmark: str) -> Path:
+        """Where the comparison across the policies of `benchmark` and an adaptive sweep's round decisions go
+        (one place for the campaign and each of its policies: a job step of one policy reads the decisions)."""
+        return self.root / "comparison" / benchmark
+
     def section(self, benchmark: str) -> SectionDocument:
         """The benchmark's validated section without the policies it may name: what is hashed and handed over to
         a job step (which makes its settings of it again)."""
@@ -299,9 +304,6 @@ class Campaign(PlannedTasks):
     def compared_benchmarks(self) -> list[str]:
         """The benchmarks that two or more policies evaluate: each gets a comparison across its policies."""
         return [name for name in self.benchmarks if len(self.assignment[name]) > 1]
-
-    def comparison_dir(self, benchmark: str) -> Path:
-        return self.root / "comparison" / benchmark
 
     def comparison_paths(self, benchmark: str) -> dict[str, str]:
         """What the comparison across the policies of `benchmark` writes (see compared_benchmarks)."""

@@ -49,6 +49,7 @@ class AdaptiveBlock(TypedDict):
     margin_pp: float
     min_episodes: int
     round_episodes: int
+    speculate_rounds: int
 
 
 class ConfigDocument(TypedDict, total=False):
@@ -82,6 +83,7 @@ class AdaptiveConfig:
     margin_pp: float
     min_episodes: int
     round_episodes: int
+    speculate_rounds: int  # operational: how far racing policies run ahead of the decisions
 
     @classmethod
     def of(cls, block: AdaptiveBlock) -> AdaptiveConfig:
@@ -91,6 +93,7 @@ class AdaptiveConfig:
             margin_pp=float(block["margin_pp"]),  # type: ignore[arg-type]
             min_episodes=int(block["min_episodes"]),  # type: ignore[call-overload]
             round_episodes=int(block["round_episodes"]),  # type: ignore[call-overload]
+            speculate_rounds=int(block.get("speculate_rounds", 0)),
         )
 
 
@@ -164,9 +167,12 @@ class CampaignConfig:
 
     def adaptive_block(self) -> AdaptiveBlock | None:
         """`adaptive:` as the validated document holds it (a copy; None when the campaign is not adaptive): what
-        a round's decision rule takes as its params, so that changing alpha decides again and nothing else does."""
+        a round's decision rule takes as its params, so that changing alpha decides again and nothing else does
+        (speculate_rounds, which only says when batches start, is left out)."""
         block = self._document.get("adaptive")
-        return copy.deepcopy(block) if block is not None else None  # type: ignore[return-value]
+        if block is None:
+            return None
+        return {key: copy.deepcopy(value) for key, value in block.items() if key != "speculate_rounds"}  # type: ignore[return-value]
 
     def document(self) -> dict[str, JsonValue]:
         """The validated config as YAML would write it (a copy): what the run's snapshot records."""

@@ -17,7 +17,7 @@ from evalwf.benchmark.adapter import TaskRef
 from evalwf.common.errors import ManifestError, ResultValidationError
 from evalwf.plan.campaign import BatchPlan, PlannedTasks, PolicyCampaign, TaskPlan
 from evalwf.plan.manifest import load_manifest
-from evalwf.plan.results import validate_batch_result
+from evalwf.plan.results import CANCELLED_SPECULATIVE, validate_batch_result
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,8 @@ def _survey_task(campaign: PolicyCampaign, plan: TaskPlan, found: Inventory, man
             manifests[plan.manifest_path] = error
     manifest = manifests[plan.manifest_path]
     for batch in existing:
+        if CANCELLED_SPECULATIVE in _peek(batch.path):
+            continue  # never evaluated (an adaptive sweep's discarded speculative batch): neither done nor bad
         if isinstance(manifest, ManifestError):
             reason = f"invalid batch result {batch.path}: its manifest does not load ({manifest})"
             found.bad[batch.path] = BadBatch(batch, reason, _peek(batch.path).get("policy_identity"))

@@ -69,6 +69,10 @@ class BatchResult(TypedDict, total=False):
 
 RESULT_SCHEMA = "policy-eval.batch-result"
 RESULT_SCHEMA_VERSION = 1
+# The key of what an adaptive sweep writes in place of a speculative batch it cancelled before it started (its
+# policy was dropped first): the job's output exists, so the run goes on, but it is no result (evalwf.plan.rounds).
+CANCELLED_SPECULATIVE = "cancelled_speculative"
+EPISODES_RUN = "episodes_run"  # ... and how many of its episodes ran before it stopped (spent)
 
 
 @cache
@@ -136,6 +140,13 @@ def write_batch_result(path: str | os.PathLike[str], result: BatchResult) -> Non
     atomic_write_json(path, result)
 
 
+def write_cancelled_speculative(path: str | os.PathLike[str], reason: str, episodes_run: int = 0) -> None:
+    """What a speculative batch of an adaptive sweep writes in place of its result when its policy was dropped
+    (before it started, or between its episodes: `episodes_run`, spent and never read): the output exists, so the
+    run goes on, and says why; validation refuses it as a result, naming it."""
+    atomic_write_json(path, {CANCELLED_SPECULATIVE: reason, EPISODES_RUN: episodes_run})
+
+
 @dataclass(frozen=True)
 class BatchExpectation:
     """What a batch file must contain to count toward the summary."""
@@ -165,6 +176,11 @@ def validate_batch_result(path: str | os.PathLike[str], expected: BatchExpectati
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise fail(f"not readable JSON ({exc})") from None
     # Layer 1: schema and version.
+    if isinstance(result, dict) and CANCELLED_SPECULATIVE in result:
+        raise fail(
+            "a speculative batch of an adaptive sweep, cancelled before it ran because its policy had been dropped "
+            f"({result[CANCELLED_SPECULATIVE]}); it holds no episodes"
+        )
     if not isinstance(result, dict) or result.get("schema") != RESULT_SCHEMA:
         raise fail(f"not a {RESULT_SCHEMA} file")
     if result.get("schema_version") != RESULT_SCHEMA_VERSION:

@@ -22,7 +22,16 @@ from evalwf.common.atomic import atomic_write_text
 from evalwf.plan.campaign import Campaign
 from evalwf.plan.manifest import load_manifest
 from evalwf.plan.results import validate_batch_result
-from evalwf.plan.rounds import AdaptiveSettings, decision_path, round_batches, round_count, round_end
+from evalwf.plan.rounds import (
+    AdaptiveSettings,
+    cancelled_marker_episodes,
+    decision_path,
+    discarded_batches,
+    round_batches,
+    round_count,
+    round_end,
+    written_decisions,
+)
 from evalwf.report.sequential import confidence_sequence, decide, surely_continuing
 
 
@@ -151,7 +160,7 @@ def decide_round(campaign: Campaign, benchmark: str, round_index: int, output: s
         "benchmark": benchmark,
         "round": round_index,
         "episodes_per_task": episodes,
-        "adaptive": campaign.config.document()["adaptive"],
+        "adaptive": campaign.config.adaptive_block(),  # what decides (speculate_rounds only schedules)
         "policies": names,
         "racing": racing,
         "continuing": continuing,
@@ -185,13 +194,26 @@ def sweep_outcome(campaign: Campaign, benchmark: str) -> dict[str, dict[str, Any
         for name in names
     }
     reference, level, intervals = anytime_intervals(campaign, benchmark, outcomes, settings)
+    discarded = discarded_batches(campaign, benchmark, written_decisions(campaign, benchmark))
+    full = round_end(campaign, benchmark, rounds - 1)
     rows = {}
     for name in names:
         record = dropped.get(name)
         low, high = intervals.get(name, (math.nan, math.nan))
+        tasks = outcomes[name].shape[1]
+        # speculative batches run after the policy's drop: never read, but spent (a cancelled one: what it ran)
+        wasted = sum(
+            batch.episodes.count if cancelled is None else cancelled
+            for batch in campaign.member(name).batches(benchmark)
+            if batch.path in discarded.get(name, [])
+            for cancelled in [cancelled_marker_episodes(batch.path)]
+        )
         rows[name] = {
             "adaptive": f"dropped after round {record['round']}" if record else "evaluated in full",
             "episodes_per_task": int(outcomes[name].shape[0]),
+            "episodes_spent": int(outcomes[name].shape[0]) * tasks + wasted,
+            "discarded_episodes": wasted,
+            "episodes_full": full * tasks,
             "e_value": record["e_value"] if record else math.nan,
             "e_threshold": record["threshold"] if record else math.nan,
             "e_against": record["against"] if record else "",

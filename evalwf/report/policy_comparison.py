@@ -53,6 +53,9 @@ COLUMNS = [
 ADAPTIVE_COLUMNS = [
     "adaptive",
     "episodes_per_task",
+    "episodes_spent",  # all tasks, with speculative batches discarded after a drop (speculate_rounds)
+    "discarded_episodes",
+    "episodes_full",  # all tasks, had it run every round
     "e_value",
     "e_threshold",
     "e_against",
@@ -188,12 +191,23 @@ def _adaptive_section(table: pd.DataFrame) -> list[str]:
             }
         )
     level = float(table["anytime_level"].iloc[0])
+    policies = table.drop_duplicates("policy")
+    spent, full = int(policies["episodes_spent"].sum()), int(policies["episodes_full"].sum())
+    discarded = int(policies["discarded_episodes"].sum())
     return [
         "## Adaptive rounds",
         "",
         "A dropped policy stopped once its e-value reached the threshold (docs/adaptive.md); its numbers above cover "
         f"what it evaluated. The anytime-valid interval is for (policy - reference) at level {level:.4g} per pair, "
         "valid under the sweep's stopping; the Wilson and Newcombe intervals above are fixed-sample ones.",
+        "",
+        f"Episodes spent: {spent} of {full} for every policy in every round ({100 * (1 - spent / full):.1f} % saved)"
+        + (
+            f", {discarded} of them in speculative batches discarded when their policy was dropped (never counted)"
+            if discarded
+            else ""
+        )
+        + ".",
         "",
         markdown_table(rows, {c: c for c in rows[0]}, {"episodes per task"}),
         "",

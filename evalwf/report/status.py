@@ -33,6 +33,7 @@ import pandas as pd
 
 from evalwf.contract import CLIENT_URL_ENV, QUEUE_ENV, default_queue
 from evalwf.plan.campaign import Campaign
+from evalwf.plan.rounds import RoundProgress
 from evalwf.queue.tls import connection_problem
 from evalwf.report.aggregate import wilson_interval
 from evalwf.report.environments import BatchRef, environment_lines
@@ -137,8 +138,19 @@ def round_lines(rounds: AdaptiveRounds) -> list[str]:
             lines.append(
                 f"  {name} dropped after round {record['round']} ({record['episodes_per_task']} episodes per task): "
                 f"e-value {record['e_value']} >= {record['threshold']} against {record['against']}"
+                + _discarded_note(progress.get(name))
             )
     return lines
+
+
+def _discarded_note(standing: RoundProgress | None) -> str:
+    """What a dropped policy's speculative batches after its drop came to (speculate_rounds): spent, never read."""
+    if standing is None or not (standing.discarded or standing.cancelled):
+        return ""
+    return (
+        f"; discarded (speculative): {standing.discarded} batch(es) evaluated and not counted, "
+        f"{standing.cancelled} cancelled (before they started, or between episodes)"
+    )
 
 
 # One worker in the workers table (worker_rows): its columns, as printed

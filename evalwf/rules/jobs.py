@@ -40,7 +40,14 @@ from evalwf.job.interpreter import run_in_interpreter
 from evalwf.plan.campaign import BatchPlan, Campaign, PlannedTasks, PolicyCampaign
 from evalwf.plan.campaign_config import CampaignConfig
 from evalwf.plan.interpreter import resolve_interpreter
-from evalwf.plan.rounds import adaptive_benchmarks, written_batches
+from evalwf.plan.results import write_cancelled_speculative
+from evalwf.plan.rounds import (
+    adaptive_benchmarks,
+    cancelled_speculation,
+    is_cancelled_marker,
+    speculation_watch,
+    written_batches,
+)
 from evalwf.policy.client import PolicyServerError, check_endpoint
 from evalwf.policy.spec import EXTERNAL_ENDPOINT, metadata_digest
 
@@ -274,20 +281,37 @@ def decide_round(campaign: Campaign, benchmark: str, round_index: int, output: s
 
 
 def note_early_round(output: str, batches: list[str]) -> None:
-    """The early start of a round of an adaptive sweep: which batches it asked for (one path per line)."""
-    atomic_write_text(output, "".join(f"{path}\n" for path in batches))
-    log(f"{output}: {len(batches)} batches started before the previous round's decision")
+    """The early start of a round of an adaptive sweep: which batches it asked for (one path per line; a
+    speculative one cancelled because its policy was dropped first says so after a tab)."""
+    cancelled = [path for path in batches if is_cancelled_marker(path)]
+    atomic_write_text(
+        output,
+        "".join(
+            f"{path}\tdiscarded (speculative): cancelled\n" if path in cancelled else f"{path}\n" for path in batches
+        ),
+    )
+    log(
+        f"{output}: {len(batches)} batches started before the previous round's decision"
+        + (f", {len(cancelled)} of them discarded (speculative): cancelled before they ran" if cancelled else "")
+    )
 
 
 def evaluate_batch(campaign: PolicyCampaign, benchmark: str, suite: str, task: str, label: str, output: str) -> None:
     """Evaluate the planned batch its rule's wildcards name (BatchPlan.key), whose result file is `output`, in the
-    benchmark's interpreter."""
+    benchmark's interpreter. In an adaptive sweep, a speculative batch whose policy a written decision dropped is
+    not started (it ends at once with a marker in place of its result), and one running stops between episodes
+    once a decision drops it (evalwf.plan.rounds)."""
     try:
         batch: BatchPlan | None = campaign.batch_plan_of(benchmark, suite, task, label)
     except KeyError:
         batch = None
     if batch is None or os.path.normpath(batch.path) != os.path.normpath(output):
         raise ConfigError(f"batch {output} is not planned by this config (the config changed?)")
+    cancelled = cancelled_speculation(campaign, campaign.policy.name, benchmark, batch)
+    if cancelled:
+        write_cancelled_speculative(output, cancelled)
+        log(f"{output}: cancelled before it started: {cancelled}")
+        return
     plan = campaign.task_plan(benchmark, suite, task)
     resolve_interpreter(campaign.settings(benchmark).python, benchmark)  # missing: fail before any server
     artifacts = campaign.benchmark_dir(benchmark) / "artifacts"
@@ -310,5 +334,6 @@ def evaluate_batch(campaign: PolicyCampaign, benchmark: str, suite: str, task: s
             output=output,
             artifacts_dir=str(artifacts),
             video_dir=str(Path(output).parent / "videos"),
+            stop_if_dropped=speculation_watch(campaign, campaign.policy.name, benchmark, batch),
         )
         _run_sim_step(campaign, benchmark, request, f"{benchmark} {suite}/{task} batch {batch.episodes.label}")

@@ -15,6 +15,7 @@ from evalwf.contract.sim_request import (
     BatchRequest,
     ExternalServer,
     ManifestRequest,
+    StopIfDropped,
     request_from_data,
     request_from_json,
 )
@@ -37,6 +38,7 @@ BATCH = BatchRequest(
     server_process="123:456",
     policy_server=ExternalServer(url="ws://h:1", metadata_digest="abc"),
     video_dir="/b/videos",
+    stop_if_dropped=StopIfDropped("p", ["/c/rounds/round-0.json"]),
 )
 MANIFEST = ManifestRequest(
     benchmark="standin", definition={"seeds": [1, 2]}, scope="alpha", task="reach", section={}, output="/m.json"
@@ -49,9 +51,9 @@ def test_both_requests_come_back_as_they_were_written():
     assert json.loads(BATCH.to_json())["kind"] == "batch" and json.loads(MANIFEST.to_json())["kind"] == "manifest"
     assert request_from_json(MANIFEST.to_json()).cache_dir is None  # optional fields left out are None
     written = json.loads(BATCH.to_json())
-    del written["video_dir"], written["server_process"], written["policy_server"]
+    del written["video_dir"], written["server_process"], written["policy_server"], written["stop_if_dropped"]
     assert request_from_data(written) == BatchRequest(**{**vars(BATCH), "video_dir": None, "server_process": None,
-                                                         "policy_server": None})  # fmt: skip
+                                                         "policy_server": None, "stop_if_dropped": None})  # fmt: skip
 
 
 def test_an_integer_timeout_is_a_float_and_nothing_else_is_converted():
@@ -70,6 +72,8 @@ def test_an_integer_timeout_is_a_float_and_nothing_else_is_converted():
         ({"policy_server": {"url": "ws://h:1"}}, "'policy_server'"),
         ({"policy_server": {"url": 1, "metadata_digest": "x"}}, "'policy_server'"),
         ({"video_dir": 3}, "'video_dir'"),
+        ({"stop_if_dropped": {"policy": "p", "decisions": "/c/round-0.json"}}, "'stop_if_dropped'"),
+        ({"stop_if_dropped": {"policy": "p"}}, "'stop_if_dropped'"),
         ({"output": None}, "'output'"),
         ({"episode_range": [0, 2]}, "'episode_range'"),  # an unknown field, not silently ignored
     ],

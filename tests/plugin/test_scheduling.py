@@ -23,8 +23,8 @@ from snakemake_executor_plugin_labtasker.scheduling import UNBLOCKING_PRIORITY, 
 EMULATED = {"step_time_s": {"default": 0.1}}
 
 
-def job(cost: int | None) -> SimpleNamespace:
-    resources = {"gpu": 1} if cost is None else {"gpu": 1, "expected_cost_s": cost}
+def job(cost: int | None, round_index: int = 0) -> SimpleNamespace:
+    resources = {"gpu": 1} if cost is None else {"gpu": 1, "expected_cost_s": cost, "adaptive_round": round_index}
     return SimpleNamespace(is_group=lambda: False, resources=resources)
 
 
@@ -37,6 +37,9 @@ def test_priority_from_expected_cost():
     assert task_priority(group, "longest-first") == 40
     with pytest.raises(ValueError, match="fifo"):
         task_priority(job(1), "shortest-first")
+    # an adaptive sweep: the round a decision waits for before the longer batches of the rounds run ahead of it
+    assert task_priority(job(30, 1), "longest-first") > task_priority(job(10**6, 2), "longest-first")
+    assert task_priority(job(10**6, 2), "longest-first") > task_priority(job(30, 3), "longest-first")
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from evalwf.common.errors import CauseOnly, ConfigError
 from evalwf.plan.manifest import restore_cached_manifest
 from evalwf.plan.rounds import (
     adaptive_benchmarks,
+    batch_round,
     decision_path,
     early_round_targets,
     planned_batches,
@@ -23,6 +24,8 @@ from evalwf.plan.rounds import (
     read_surely_continuing,
     round_batches,
     round_count,
+    speculate_rounds,
+    speculative_policies,
 )
 from evalwf.common.writable import check_writable
 from evalwf.export.targets import check_trackers_installed, config_targets
@@ -214,9 +217,20 @@ def early_round_batches(wildcards):
     """Round q's batches of the policies that surely continue after decision q - 1 (no outcome of round q - 1 can
     drop them), listed once decision q - 2 is written (round 1: from the config alone), so that they run
     alongside round q - 1 instead of after its decision. They are the very batch files the policies' summaries
-    ask for later: nothing runs twice, and no decision waits for them."""
+    ask for later: nothing runs twice, and no decision waits for them. With adaptive.speculate_rounds K >= 1:
+    round q of every policy still racing after decision q - 1 - K (evalwf.plan.rounds.speculative_policies),
+    which includes the former; a later decision may drop some of them, and their batches are then discarded
+    (cancelled before they start: evalwf.rules.jobs)."""
     benchmark, round_index = wildcards.benchmark, int(wildcards.round)
-    if round_index == 1:
+    look_ahead = speculate_rounds(CAMPAIGN)
+    if look_ahead:
+        names = speculative_policies(
+            round_index,
+            look_ahead,
+            list(CAMPAIGN.assignment[benchmark]),
+            continuing_after(benchmark),
+        )
+    elif round_index == 1:
         from evalwf.report.adaptive import surely_continuing_from_start
 
         names = surely_continuing_from_start(CAMPAIGN, benchmark)
@@ -229,6 +243,19 @@ def early_round_batches(wildcards):
         batch.path
         for name in names
         for batch in round_batches(CAMPAIGN.member(name), benchmark, round_index)
+    ]
+
+
+def speculated_rounds(benchmark):
+    """With adaptive.speculate_rounds: the early-start targets of `benchmark`, written once every batch they asked
+    for has ended (run or cancelled), so that the comparison counts what was discarded. Without it: none (the
+    comparison's inputs stay as they were)."""
+    if benchmark not in ADAPTIVE or not speculate_rounds(CAMPAIGN):
+        return []
+    return [
+        path
+        for path in early_round_targets(CAMPAIGN)
+        if Path(path).parent == Path(decision_path(CAMPAIGN, benchmark, 0)).parent
     ]
 
 
@@ -331,6 +358,18 @@ def expected_cost_resource(wildcards):
 def manifest_gpu_resource(wildcards):
     """Building a manifest needs a GPU where the benchmark's expert check runs its simulator (RoboTwin)."""
     return get_adapter(wildcards.benchmark).manifest_gpus
+
+
+def adaptive_round_resource(wildcards):
+    """The round of an adaptive sweep the batch lies in (0 otherwise): the Labtasker executor claims earlier
+    rounds first, so a decision's own round goes before the batches that run ahead of it.
+    """
+    if wildcards.benchmark not in ADAPTIVE:
+        return 0
+    batch = campaign_of(wildcards).batch_plan_of(
+        wildcards.benchmark, wildcards.suite, wildcards.task, wildcards.batch
+    )
+    return batch_round(CAMPAIGN.config, batch)
 
 
 def episodes_resource(wildcards):

@@ -12,6 +12,7 @@ rule evaluate_batch:
         gpu=1,
         expected_cost_s=expected_cost_resource,
         episodes=episodes_resource,
+        adaptive_round=adaptive_round_resource,
     params:
         policy=policy_param,
         policy_identity=policy_identity_param,

@@ -74,7 +74,8 @@ for _benchmark in CAMPAIGN.compared_benchmarks():
                 member.summary_paths(_benchmark)["tasks"]
                 for member in CAMPAIGN.policies_of(_benchmark)
             ]
-            + ([final_decision(_benchmark)] if _benchmark in ADAPTIVE else []),
+            + ([final_decision(_benchmark)] if _benchmark in ADAPTIVE else [])
+            + speculated_rounds(_benchmark),
         output:
             **{
                 key: report(
