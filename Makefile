@@ -74,12 +74,14 @@ format: venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/snakefmt workflow
 
-# One pytest worker per core (TEST_WORKERS=1: one process, in file order); a file's tests stay on one worker, so its
-# module fixtures (a finished run shared by its tests) are built once. Files go out slowest first
-# (--no-loadscope-reorder keeps the order tests/file_order.py sets), so the run does not end on one busy core.
+# Three pytest workers on the two cores: the suite waits on real processes (servers starting, status rounds, stand-in
+# episodes that sleep) and used about 1.3 cores with two (docs/test-suite.md). TEST_WORKERS=1: one process, in file
+# order. A file's tests stay on one worker, so its module fixtures (a finished run shared by its tests) are built
+# once. Files go out slowest first (--no-loadscope-reorder keeps the order tests/file_order.py sets), so the run
+# does not end on one busy core.
 # What the tests need is built three targets at a time (pip and apt wait on the network, the disk and each other's
 # unpacking more than on a core; apt_install.sh waits for dpkg's lock), each target's output kept together.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test:
 	$(MAKE) -j3 --output-sync=target lint libero-env test-tools py310-env expectation-env
 	$(BIN)/python -m pytest -ra --durations=30 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
