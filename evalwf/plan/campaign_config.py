@@ -93,7 +93,7 @@ class AdaptiveConfig:
             margin_pp=float(block["margin_pp"]),  # type: ignore[arg-type]
             min_episodes=int(block["min_episodes"]),  # type: ignore[call-overload]
             round_episodes=int(block["round_episodes"]),  # type: ignore[call-overload]
-            speculate_rounds=int(block.get("speculate_rounds", 0)),
+            speculate_rounds=int(block["speculate_rounds"]),  # type: ignore[call-overload]
         )
 
 

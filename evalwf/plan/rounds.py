@@ -28,7 +28,7 @@ class AdaptiveSettings:
     margin: float  # a fraction of success, from margin_pp
     min_episodes: int
     round_episodes: int
-    speculate_rounds: int = 0  # rounds a racing policy runs ahead of the decisions (0: only certain ones early)
+    speculate_rounds: int  # rounds a racing policy runs ahead of the decisions (0: only certain ones early)
 
     @classmethod
     def of(cls, config: CampaignConfig) -> AdaptiveSettings | None:

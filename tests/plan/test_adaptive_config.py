@@ -33,7 +33,7 @@ def sweep(tmp_path: Path, adaptive: dict | None, **standin: object) -> dict:
 def test_the_defaults_come_from_the_schema_and_it_is_off_unless_given(tmp_path):
     assert AdaptiveSettings.of(validate_config(sweep(tmp_path, None))) is None
     settings = AdaptiveSettings.of(validate_config(sweep(tmp_path, {})))
-    assert settings == AdaptiveSettings(0.05, "worse-than-best", 0.0, min_episodes=10, round_episodes=5)
+    assert settings == AdaptiveSettings(0.05, "worse-than-best", 0.0, 10, 5, speculate_rounds=0)
     given = AdaptiveSettings.of(validate_config(sweep(tmp_path, {"margin_pp": 5, "drop": "worse-than-baseline"})))
     assert given.margin == pytest.approx(0.05) and given.drop == "worse-than-baseline"
 
