@@ -29,9 +29,11 @@ def check_results_writable(paths: list[str]) -> None:
     it would stop with a long traceback naming no file. Checked first (without writing), to stop with the file and
     the fix instead. Nothing is lost: finished batches are adopted by the next run."""
     for path in paths:
-        target = path if os.path.lexists(path) else os.path.dirname(path)
-        if not os.path.isdir(target) and not os.path.lexists(target):
-            continue  # not there (yet): Snakemake waits for outputs (latency-wait) and names them if they never come
+        # a missing log is created with its missing directories (a job step that could not write its own left
+        # none): what must be writable then is the nearest directory that exists
+        target = path
+        while not os.path.lexists(target) and os.path.dirname(target) not in ("", target):
+            target = os.path.dirname(target)
         if not os.access(target, os.W_OK):
             raise WorkflowError(
                 f"labtasker executor: cannot write {target}: the results directory is no longer writable (a "
