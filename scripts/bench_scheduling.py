@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import heapq
 import json
 import os
 import random
@@ -106,6 +107,8 @@ class CampaignResult(TypedDict):
     first_running_s: float  # median over the workers: first submission -> their first evaluation running
     tail_spread_s: float  # the workers' last batches finished within this many seconds of each other
     worker_time_s: WorkerTime
+    modelled_efficiency: float  # this campaign's batches in fixed_cost_model with its measured fixed costs
+    ceiling_efficiency: float  # the same with no dispatch and no tail: what no batch plan can beat here
     batches: list[dict[str, float | str]]  # per batch: its times (seconds since the first submission), GPU, episodes
 
 
@@ -306,6 +309,16 @@ def worker_time(lanes: list[list[dict[str, float]]], workers: int, first: float,
     return parts
 
 
+def fixed_cost_model(work: list[float], workers: int, first: float, per_batch: float, notice: float) -> float:
+    """Efficiency of longest-first over these batch durations when every worker starts its first evaluation
+    `first` seconds after the first submission, each batch costs `per_batch` on its worker besides its work, and
+    the last one is noticed `notice` seconds after it finished: the measured fixed costs, without the queue."""
+    free = [first] * workers
+    for seconds in sorted(work, reverse=True):
+        heapq.heappush(free, heapq.heappop(free) + seconds + per_batch)
+    return sum(work) / (workers * (max(free) + notice))
+
+
 def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) -> CampaignResult:
 
     whole = size == "0"
@@ -376,6 +389,9 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
     span = max(r["noticed"] for r in rows if r["noticed"] == r["noticed"]) - first
     work = sum(r["work"] for r in rows)
     bound = span_lower_bound([r["work"] for r in rows], args.workers)
+    first_running = median([min(r["step_started"] for r in lane) - first for lane in lanes.values()])
+    ovh = median([r["finished"] - r["claimed"] - r["work"] for r in rows])
+    notice = median([r["noticed"] - r["finished"] for r in rows if r["noticed"] == r["noticed"]])
     return {
         "jobs": "whole tasks" if whole else f"batches of {size}" if size != "auto" else f"auto ({args.workers} w)",
         "mode": mode,
@@ -399,9 +415,13 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
             "mean": statistics.fmean([r["finished"] - r["claimed"] - r["work"] for r in rows]),
         },
         "submitter_wall_s": run.lines[-1][0] - run.started if run.lines else float("nan"),
-        "first_running_s": median([min(r["step_started"] for r in lane) - first for lane in lanes.values()]),
+        "first_running_s": first_running,
         "tail_spread_s": max(ends) - min(ends),
         "worker_time_s": worker_time(list(lanes.values()), args.workers, first, first + span),
+        "modelled_efficiency": fixed_cost_model([r["work"] for r in rows], args.workers, first_running, ovh, notice),
+        "ceiling_efficiency": fixed_cost_model(
+            [work / args.workers] * args.workers, args.workers, first_running, 0.0, notice
+        ),
         "batches": [
             {
                 key: value - first if isinstance(value, float) and key not in ("work",) else value
@@ -417,8 +437,6 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
 
 def simulate(durations: list[float], order: list[int], workers: int, overhead: float) -> float:
     """Span of list scheduling in `order` (a free worker takes the next unit), each unit + overhead."""
-    import heapq
-
     free = [0.0] * workers
     for index in order:
         heapq.heappush(free, heapq.heappop(free) + durations[index] + overhead)
@@ -706,11 +724,18 @@ def print_campaigns(results: list[CampaignResult], header: bool = True) -> None:
 def print_worker_time(results: list[CampaignResult]) -> None:
     """Where the workers' time went: each part's share of workers x span (efficiency is about the evaluation's)."""
     names = list(WorkerTime.__annotations__)
-    print("\nwhere the workers' time went, share of workers x span: " + ", ".join(names))
+    print(
+        "\nwhere the workers' time went, share of workers x span: " + ", ".join(names) + "; then the efficiency of "
+        "these batches modelled with the measured fixed costs (first, ovh med, notice: fixed_cost_model) and its "
+        "ceiling with no dispatch and no tail"
+    )
     for r in results:
         total = r["workers"] * r["span_s"]
         shares = "  ".join(f"{r['worker_time_s'][name] / total:6.3f}" for name in names)  # type: ignore[literal-required]
-        print(f"  {r['jobs']:<14} {r['mode']:<13} {shares}")
+        print(
+            f"  {r['jobs']:<14} {r['mode']:<13} {shares} | model {r['modelled_efficiency']:.3f} ceiling "
+            f"{r['ceiling_efficiency']:.3f}"
+        )
 
 
 def print_projection(projected: Projection) -> None:

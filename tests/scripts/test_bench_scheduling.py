@@ -59,3 +59,9 @@ def test_the_finest_plans_limits_remove_one_assumption_at_a_time():
     assert limits["as_projected"] < limits["no_dispatch_overhead"] < 1.0
     assert limits["as_projected"] < limits["no_variation"] < 1.0
     assert limits["ordered_by_actual"] >= limits["as_projected"]
+
+
+def test_the_fixed_cost_model_starts_every_worker_late_charges_each_batch_and_waits_for_the_notice():
+    # longest first on 2 workers: 4 -> worker 0 (ends 1 + 4.5), 3 -> worker 1 (4.5), 3 -> worker 1 (8.0)
+    assert scheduling.fixed_cost_model([3.0, 4.0, 3.0], 2, 1.0, 0.5, 0.5) == pytest.approx(10 / (2 * 8.5))
+    assert scheduling.fixed_cost_model([5.0, 5.0], 2, 0.0, 0.0, 0.0) == 1.0
