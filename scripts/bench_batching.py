@@ -178,6 +178,7 @@ def outside_run(args: argparse.Namespace, slots: int, batching: bool) -> dict[st
         command += ["--max-batch", str(slots if batching else 1)]
         with open(Path(tmp) / "server.log", "wb") as log:
             server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        processes: list[Any] = []
         try:
             context = multiprocessing.get_context("spawn")
             clients = min(slots, BATCHES)
@@ -189,7 +190,9 @@ def outside_run(args: argparse.Namespace, slots: int, batching: bool) -> dict[st
                 batches.put(None)
             endpoint = f"ws://127.0.0.1:{port}"
             processes = [
-                context.Process(target=_outside_slot, args=(endpoint, batches, args.steps, ready, failures))
+                context.Process(
+                    target=_outside_slot, args=(endpoint, batches, args.steps, ready, failures), daemon=True
+                )
                 for _ in range(clients)
             ]
             _wait_listening(port, server)
@@ -197,10 +200,16 @@ def outside_run(args: argparse.Namespace, slots: int, batching: bool) -> dict[st
                 process.start()
             for process in processes:
                 process.join(600)
-            errors = [failures.get() for _ in range(failures.qsize())] if not failures.empty() else []
+            errors = []
+            while not failures.empty():
+                errors.append(failures.get())
             if errors or any(process.exitcode != 0 for process in processes):
                 raise SystemExit(f"outside client failed: {errors or [p.exitcode for p in processes]}")
         finally:
+            for process in processes:  # a client still running after the joins' deadline
+                if process.is_alive():
+                    process.kill()
+                    process.join(10)
             server.terminate()
             server.wait(30)
         return reply_rates(stats)
