@@ -124,10 +124,11 @@ def reply_rates(stats: Path) -> dict[str, float]:
     }
 
 
-def ideal_ratio(forward_ms: float, item_ms: float, busy_slots: int) -> float:
-    """On/off throughput if every pass carried one request per busy slot: (forward + item) / (forward / C + item).
-    C is the slots that can be busy at once, min(K, batches): with 7 batches an 8th slot never sends a request."""
-    return (forward_ms + item_ms) / (forward_ms / busy_slots + item_ms)
+def ideal_ratio(forward_ms: float, item_ms: float, slots: int) -> float:
+    """On/off throughput of K slots if every pass carried one request per busy slot: (forward + item) / (forward / C +
+    item), C = min(K, batches), the slots that can be busy at once: with 7 batches an 8th slot never sends a request."""
+    busy = min(slots, BATCHES)
+    return (forward_ms + item_ms) / (forward_ms / busy + item_ms)
 
 
 # -- the outside client ------------------------------------------------------------------------------------------
@@ -262,7 +263,7 @@ def main() -> None:
                 flush=True,
             )
         busy = min(slots, BATCHES)
-        ideal = ideal_ratio(args.forward_ms, args.item_ms, busy)
+        ideal = ideal_ratio(args.forward_ms, args.item_ms, slots)
         ratio = row["on"]["obs_per_s"] / row["off"]["obs_per_s"]
         row["ratio"] = {"on_off": ratio, "ideal": ideal, "of_ideal": ratio / ideal}
         print(f"    on/off {ratio:.2f}x (ideal at {busy} busy slots {ideal:.2f}x: {100 * ratio / ideal:.0f} % of it)")

@@ -29,7 +29,8 @@ batching = _load()
 
 def test_the_ideal_counts_the_slots_that_can_be_busy_not_the_slots_started():
     assert batching.BATCHES == 7
-    assert batching.ideal_ratio(40.0, 3.0, min(8, batching.BATCHES)) == pytest.approx(43 / (40 / 7 + 3))
+    assert batching.ideal_ratio(40.0, 3.0, 8) == pytest.approx(43 / (40 / 7 + 3)), "7 batches keep 7 slots busy"
+    assert batching.ideal_ratio(40.0, 3.0, 4) == pytest.approx(43 / (40 / 4 + 3))
     assert batching.ideal_ratio(40.0, 3.0, 1) == pytest.approx(1.0)
 
 
