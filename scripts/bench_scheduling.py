@@ -12,9 +12,13 @@ split into submit -> claim (queue wait) -> job step running (start-up: Snakemake
 policy handshake) -> evaluation -> finished (job step exit, output check, report) -> noticed (the submitter's
 "Finished jobid" line), the median over the workers of first submission -> their first evaluation running ("first":
 worker warm-up and policy server start, the same for any batching) and the spread of the workers' last finishes
-("tail": what batch sizes change); then a projection of the full campaigns (LIBERO 400 + RoboTwin 1000 batches,
-evalwf.plan.cost) to 8, 32 and 256 GPUs with the measured dispatch overhead, as shipped (batches of 5) and with
-`auto` batch sizes for that many GPUs (and any --projection-sizes), its assumptions printed.
+("tail": what batch sizes change); then where the workers' time went (worker_time: before the first claim, job
+step start, evaluation, end, between batches, after the last) and each campaign's batches in a model of its measured
+fixed costs (fixed_cost_model) next to that model's ceiling with no dispatch and no tail, which no batch plan can beat;
+then a projection of the full campaigns (LIBERO 400 + RoboTwin 1000 batches, evalwf.plan.cost) to 8, 32 and 256 GPUs
+with the measured dispatch overhead, as shipped (batches of 5) and with `auto` batch sizes for that many GPUs (and any
+--projection-sizes), its assumptions printed, and what limits the finest plan (one episode per batch) there with one
+assumption removed at a time (finest_limits).
 
 Scale mode queues N batch tasks with no worker, measures the time to queue them, idle status rounds (bytes and
 CPU-s on each side), the idle submitter's CPU, then Ctrl-C (time to exit, every queued task cancelled), and a
