@@ -25,6 +25,7 @@ on/off ratio is compared.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import multiprocessing
 import os
@@ -144,8 +145,12 @@ def _outside_slot(endpoint: str, batches: Any, steps: int, ready: Any, failures:
     from evalwf.policy.episode_identity import EPISODE_KEY, EpisodeTag
     from evalwf.policy.wire import packb, unpackb
 
+    # loopback never through a proxy (websockets >= 15 honours http_proxy even for 127.0.0.1; older ones have no option)
+    no_proxy = {"proxy": None} if "proxy" in inspect.signature(connect).parameters else {}
     try:
-        with connect(endpoint, compression=None, max_size=None, ping_interval=None, open_timeout=60) as connection:
+        with connect(
+            endpoint, compression=None, max_size=None, ping_interval=None, open_timeout=60, **no_proxy
+        ) as connection:
             unpackb(connection.recv(timeout=60))  # the server's metadata
             ready.wait(120)
             while (batch := batches.get()) is not None:
@@ -160,7 +165,7 @@ def _outside_slot(endpoint: str, batches: Any, steps: int, ready: Any, failures:
                         if isinstance(reply, str):
                             raise RuntimeError(f"the server failed a request: {reply[:500]}")
                         episode.step(np.asarray(unpackb(reply)["actions"])[0])
-    except Exception as error:  # reported by the parent, naming the slot
+    except Exception as error:  # reported by the parent
         failures.put(f"{type(error).__name__}: {error}")
 
 
