@@ -12,9 +12,13 @@ split into submit -> claim (queue wait) -> job step running (start-up: Snakemake
 policy handshake) -> evaluation -> finished (job step exit, output check, report) -> noticed (the submitter's
 "Finished jobid" line), the median over the workers of first submission -> their first evaluation running ("first":
 worker warm-up and policy server start, the same for any batching) and the spread of the workers' last finishes
-("tail": what batch sizes change); then a projection of the full campaigns (LIBERO 400 + RoboTwin 1000 batches,
-evalwf.plan.cost) to 8, 32 and 256 GPUs with the measured dispatch overhead, as shipped (batches of 5) and with
-`auto` batch sizes for that many GPUs (and any --projection-sizes), its assumptions printed.
+("tail": what batch sizes change); then where the workers' time went (worker_time: before the first claim, job
+step start, evaluation, end, between batches, after the last) and each campaign's batches in a model of its measured
+fixed costs (fixed_cost_model) next to that model's ceiling with no dispatch and no tail, which no batch plan can beat;
+then a projection of the full campaigns (LIBERO 400 + RoboTwin 1000 batches, evalwf.plan.cost) to 8, 32 and 256 GPUs
+with the measured dispatch overhead, as shipped (batches of 5) and with `auto` batch sizes for that many GPUs (and any
+--projection-sizes), its assumptions printed, and what limits the finest plan (one episode per batch) there with one
+assumption removed at a time (finest_limits).
 
 Scale mode queues N batch tasks with no worker, measures the time to queue them, idle status rounds (bytes and
 CPU-s on each side), the idle submitter's CPU, then Ctrl-C (time to exit, every queued task cancelled), and a
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import heapq
 import json
 import os
 import random
@@ -70,6 +75,18 @@ class MedianParts(TypedDict):
     finished_to_noticed: float
 
 
+class WorkerTime(TypedDict):
+    """Where the workers' time between the first submission and the span's end went, in worker-seconds summed over
+    the workers (they add up to workers x span): what efficiency loses, part by part."""
+
+    before_first_claim: float  # first submission -> the worker's first claim (submission order, polling)
+    start: float  # claim -> evaluation running (job step start-up; a first batch also starts the policy server)
+    evaluation: float  # evaluation running -> ended (the batch records' times)
+    end: float  # evaluation ended -> task finished (job step exit, output check, report)
+    between: float  # task finished -> the same worker's next claim
+    after_last: float  # the worker's last task finished -> span end (the tail, and Snakemake noticing the last one)
+
+
 class Overhead(TypedDict):
     median: float
     mean: float
@@ -93,6 +110,9 @@ class CampaignResult(TypedDict):
     submitter_wall_s: float
     first_running_s: float  # median over the workers: first submission -> their first evaluation running
     tail_spread_s: float  # the workers' last batches finished within this many seconds of each other
+    worker_time_s: WorkerTime
+    modelled_efficiency: float  # this campaign's batches in fixed_cost_model with its measured fixed costs
+    ceiling_efficiency: float  # the same with no dispatch and no tail: what no batch plan can beat here
     batches: list[dict[str, float | str]]  # per batch: its times (seconds since the first submission), GPU, episodes
 
 
@@ -115,6 +135,18 @@ class PlanEfficiency(TypedDict):
     longest_first_worst: float
 
 
+class FinestLimits(TypedDict):
+    """One episode per batch on N GPUs, longest-first median: as projected and with one assumption removed at a time
+    (finest_limits); a GPU's expected share of the work against the shortest unit."""
+
+    as_projected: float
+    no_dispatch_overhead: float
+    no_variation: float  # actual = expected
+    ordered_by_actual: float  # longest-first by the actual durations: known to no plan, a bound
+    share_per_gpu_s: float
+    shortest_unit_s: float
+
+
 PROJECTED_GPUS = (8, 32, 256)
 
 # keys as --json has always written them ("8_gpus" is no identifier); "by_plan": GPUs -> plan -> efficiency
@@ -130,6 +162,7 @@ Projection = TypedDict(
         "256_gpus": Efficiencies,
         "by_plan": dict[str, dict[str, PlanEfficiency]],
         "auto_planned_for": dict[str, dict[str, float]],  # planned workers -> GPUs run on -> longest-first median
+        "finest_limits": dict[str, FinestLimits],  # GPUs -> what limits one episode per batch there
     },
     total=False,
 )
@@ -256,6 +289,40 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def worker_time(lanes: list[list[dict[str, float]]], workers: int, first: float, span_end: float) -> WorkerTime:
+    """Each worker's span, first submission -> `span_end`, cut at its batches' claim, evaluation start and end and
+    finish times (`lanes`: each worker's batches); a worker that ran no batch idles its whole span (after_last)."""
+    parts: WorkerTime = {
+        "before_first_claim": 0.0,
+        "start": 0.0,
+        "evaluation": 0.0,
+        "end": 0.0,
+        "between": 0.0,
+        "after_last": (workers - len(lanes)) * (span_end - first),
+    }
+    for lane in lanes:
+        batches = sorted(lane, key=lambda r: r["claimed"])
+        parts["before_first_claim"] += batches[0]["claimed"] - first
+        for previous, batch in zip([None, *batches[:-1]], batches, strict=True):
+            if previous is not None:
+                parts["between"] += batch["claimed"] - previous["finished"]
+            parts["start"] += batch["step_started"] - batch["claimed"]
+            parts["evaluation"] += batch["step_finished"] - batch["step_started"]
+            parts["end"] += batch["finished"] - batch["step_finished"]
+        parts["after_last"] += span_end - batches[-1]["finished"]
+    return parts
+
+
+def fixed_cost_model(work: list[float], workers: int, first: float, per_batch: float, notice: float) -> float:
+    """Efficiency of longest-first over these batch durations when every worker starts its first evaluation
+    `first` seconds after the first submission, each batch costs `per_batch` on its worker besides its work, and
+    the last one is noticed `notice` seconds after it finished: the measured fixed costs, without the queue."""
+    free = [first] * workers
+    for seconds in sorted(work, reverse=True):
+        heapq.heappush(free, heapq.heappop(free) + seconds + per_batch)
+    return sum(work) / (workers * (max(free) + notice))
+
+
 def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) -> CampaignResult:
 
     whole = size == "0"
@@ -326,6 +393,9 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
     span = max(r["noticed"] for r in rows if r["noticed"] == r["noticed"]) - first
     work = sum(r["work"] for r in rows)
     bound = span_lower_bound([r["work"] for r in rows], args.workers)
+    first_running = median([min(r["step_started"] for r in lane) - first for lane in lanes.values()])
+    ovh = median([r["finished"] - r["claimed"] - r["work"] for r in rows])
+    notice = median([r["noticed"] - r["finished"] for r in rows if r["noticed"] == r["noticed"]])
     return {
         "jobs": "whole tasks" if whole else f"batches of {size}" if size != "auto" else f"auto ({args.workers} w)",
         "mode": mode,
@@ -349,8 +419,13 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
             "mean": statistics.fmean([r["finished"] - r["claimed"] - r["work"] for r in rows]),
         },
         "submitter_wall_s": run.lines[-1][0] - run.started if run.lines else float("nan"),
-        "first_running_s": median([min(r["step_started"] for r in lane) - first for lane in lanes.values()]),
+        "first_running_s": first_running,
         "tail_spread_s": max(ends) - min(ends),
+        "worker_time_s": worker_time(list(lanes.values()), args.workers, first, first + span),
+        "modelled_efficiency": fixed_cost_model([r["work"] for r in rows], args.workers, first_running, ovh, notice),
+        "ceiling_efficiency": fixed_cost_model(
+            [work / args.workers] * args.workers, args.workers, first_running, 0.0, notice
+        ),
         "batches": [
             {
                 key: value - first if isinstance(value, float) and key not in ("work",) else value
@@ -366,8 +441,6 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
 
 def simulate(durations: list[float], order: list[int], workers: int, overhead: float) -> float:
     """Span of list scheduling in `order` (a free worker takes the next unit), each unit + overhead."""
-    import heapq
-
     free = [0.0] * workers
     for index in order:
         heapq.heappush(free, heapq.heappop(free) + durations[index] + overhead)
@@ -400,14 +473,42 @@ def priced_batches(batch_size: BatchSize | None) -> tuple[list[float], set[str]]
     return expected, bases
 
 
-def longest_first(expected: list[float], gpus: int, per_batch: float, rng: random.Random, trials: int) -> list[float]:
-    """Efficiency of longest-first (by expected cost) over `trials` draws of the actual durations."""
+def longest_first(
+    expected: list[float],
+    gpus: int,
+    per_batch: float,
+    rng: random.Random,
+    trials: int,
+    shortest_factor: float = 0.5,
+    by_actual: bool = False,
+) -> list[float]:
+    """Efficiency of longest-first (by expected cost; with `by_actual` by the actual durations, which no plan
+    knows) over `trials` draws of the actual durations, expected x U[shortest_factor, 1]."""
     by_cost = sorted(range(len(expected)), key=lambda i: -expected[i])
     out = []
     for _ in range(trials):
-        actual = [cost * rng.uniform(0.5, 1.0) for cost in expected]
-        out.append(sum(actual) / (gpus * simulate(actual, by_cost, gpus, per_batch)))
+        actual = [cost * rng.uniform(shortest_factor, 1.0) for cost in expected]
+        order = sorted(range(len(actual)), key=lambda i: -actual[i]) if by_actual else by_cost
+        out.append(sum(actual) / (gpus * simulate(actual, order, gpus, per_batch)))
     return out
+
+
+def finest_limits(costs: list[float], gpus: int, per_batch: float, seed: int, trials: int) -> FinestLimits:
+    """The finest plan (one episode per batch) with one of the projection's assumptions removed at a time: what
+    still limits its efficiency once no batch size is left to change."""
+
+    def median_of(**options: Any) -> float:
+        runs = longest_first(costs, gpus, options.pop("per_batch", per_batch), random.Random(seed), trials, **options)
+        return statistics.median(runs)
+
+    return {
+        "as_projected": median_of(),
+        "no_dispatch_overhead": median_of(per_batch=0.0),
+        "no_variation": median_of(shortest_factor=1.0),
+        "ordered_by_actual": median_of(by_actual=True),
+        "share_per_gpu_s": sum(costs) / gpus,
+        "shortest_unit_s": min(costs),
+    }
 
 
 def projection(
@@ -449,6 +550,10 @@ def projection(
             for gpus in PROJECTED_GPUS
         }
         for planned, costs in auto_plans.items()
+    }
+    finest = priced_batches(1)[0]
+    out["finest_limits"] = {
+        str(gpus): finest_limits(finest, gpus, per_batch, seed + gpus, trials) for gpus in PROJECTED_GPUS
     }
     for gpus in PROJECTED_GPUS:
         fifo = []
@@ -620,6 +725,23 @@ def print_campaigns(results: list[CampaignResult], header: bool = True) -> None:
         )
 
 
+def print_worker_time(results: list[CampaignResult]) -> None:
+    """Where the workers' time went: each part's share of workers x span (efficiency is about the evaluation's)."""
+    names = list(WorkerTime.__annotations__)
+    print(
+        "\nwhere the workers' time went, share of workers x span: " + ", ".join(names) + "; then the efficiency of "
+        "these batches modelled with the measured fixed costs (first, ovh med, notice: fixed_cost_model) and its "
+        "ceiling with no dispatch and no tail"
+    )
+    for r in results:
+        total = r["workers"] * r["span_s"]
+        shares = "  ".join(f"{r['worker_time_s'][name] / total:6.3f}" for name in names)  # type: ignore[literal-required]
+        print(
+            f"  {r['jobs']:<14} {r['mode']:<13} {shares} | model {r['modelled_efficiency']:.3f} ceiling "
+            f"{r['ceiling_efficiency']:.3f}"
+        )
+
+
 def print_projection(projected: Projection) -> None:
     print(
         f"\nprojection, full campaigns ({projected['batches']} batches, {projected['gpu_hours']:.0f} GPU-h expected),"
@@ -642,6 +764,14 @@ def print_projection(projected: Projection) -> None:
     )
     for planned, row in projected["auto_planned_for"].items():
         print(f"    W = {planned:>3}: " + "  ".join(f"{row[str(gpus)]:.3f}" for gpus in PROJECTED_GPUS))
+    print("  one episode per batch, longest-first median: as projected / no dispatch overhead / no variation")
+    print("  (actual = expected) / ordered by the actual durations (no plan knows them); a GPU's share, shortest unit")
+    for gpus, limit in projected["finest_limits"].items():
+        print(
+            f"    {gpus:>3} GPUs: {limit['as_projected']:.4f} / {limit['no_dispatch_overhead']:.4f} / "
+            f"{limit['no_variation']:.4f} / {limit['ordered_by_actual']:.4f}; share {limit['share_per_gpu_s']:.0f} s, "
+            f"shortest unit {limit['shortest_unit_s']:.0f} s"
+        )
     print("  assumptions:\n" + "\n".join(f"  - {line}" for line in projected["assumptions"]))
 
 
@@ -715,6 +845,7 @@ def main() -> None:
                 print_campaigns(results[-1:], header=len(results) == 1)
     print(f"\nall campaigns, {args.workers} workers (medians per batch, seconds):")
     print_campaigns(results)
+    print_worker_time(results)
     overhead = median([r["dispatch_overhead_s"]["median"] for r in results])
     projected = projection(overhead, args.poll_max / 2, tuple(args.projection_sizes), (args.auto_min, args.auto_max))
     print_projection(projected)
