@@ -9,9 +9,9 @@ so that xdist keeps the order the workers collected, which `order_by_expected_se
 A file's expected seconds: tests/file_seconds.json where it names the file, otherwise an estimate from its tests
 (SLOW_TEST_S per test marked slow, as docs/test-suite.md asks for a test over about 20 s, FAST_TEST_S per other
 test). The committed file is the record of a fresh-clone `make test` with three workers (commit bf18e0a, 140
-files, 2149 s in all over the three workers, while another session's benchmarks loaded the machine). A new record replaces it:
-`EVALWF_RECORD_FILE_SECONDS=$PWD/tests/file_seconds.json make test` writes every file's seconds. Only the order
-changes: every test still runs, each file still on one worker.
+files, 2149 s in all over the three workers, while another session's benchmarks loaded the machine). A new record
+replaces it: `EVALWF_RECORD_FILE_SECONDS=$PWD/tests/file_seconds.json make test` writes every file's seconds.
+Only the order changes: every test still runs, each file still on one worker.
 """
 
 from __future__ import annotations
