@@ -12,7 +12,9 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -84,10 +86,8 @@ def _browser(width: int, height: int) -> Iterator[_Session]:
     if browser is None:
         raise RuntimeError("no chromium found: install Debian's package (make test-tools)")
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
-        process = subprocess.Popen(
-            [browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        process = start_browser(
+            [browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"]
         )
         try:
             active = Path(profile) / "DevToolsActivePort"
@@ -106,12 +106,27 @@ def _browser(width: int, height: int) -> Iterator[_Session]:
                 )
                 yield session
         finally:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_browser(process)
+
+
+def start_browser(argv: list[str]) -> subprocess.Popen[bytes]:
+    """The browser in a process group of its own, so that stop_browser reaches its helpers too."""
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop_browser(process: subprocess.Popen[bytes]) -> None:
+    """Stop the browser and every helper process it started (zygote, renderers, crash handler): they outlive a
+    stopped main process for a moment and write into its profile, whose removal then fails ("Directory not
+    empty"). Its group is killed once the main process has ended (or failed to within 15 s)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 _BOXES = """
