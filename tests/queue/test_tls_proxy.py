@@ -178,6 +178,9 @@ class Fake(http.server.BaseHTTPRequestHandler):
 
     def answer(self):
         print(json.dumps({"path": self.path, "headers": dict(self.headers.items())}), flush=True)
+        # read the body: nginx keeps its upstream connections alive, and an unread body would be taken for the
+        # start of the next request on that connection (a worker's claim body before "GET" gave 501, not 503)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(503)
         self.send_header("Content-Length", "0")
         self.end_headers()
