@@ -4,9 +4,11 @@ renderers, crash handler) could still write into the profile while it was being 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -70,14 +72,19 @@ def test_stopping_the_browser_stops_a_helper_that_ignores_sigterm(tmp_path):
         '(trap \'\' TERM; echo $BASHPID > "$2"; while true; do touch "$1/Default-$RANDOM"; sleep 0.01; done) & wait'
     )
     process = CHROMIUM.start_browser(["bash", "-c", script, "browser", str(profile), str(started)])
-    deadline = time.monotonic() + 10
-    while not (started.exists() and started.read_text().strip()):
-        assert time.monotonic() < deadline, "the helper did not start"
-        time.sleep(0.05)
-    helper = int(started.read_text())
-    CHROMIUM.stop_browser(process)
-    time.sleep(0.2)
-    state = Path(f"/proc/{helper}/stat")
-    alive = state.exists() and state.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    try:
+        deadline = time.monotonic() + 10
+        while not (started.exists() and started.read_text().strip()):
+            assert time.monotonic() < deadline, "the helper did not start"
+            time.sleep(0.05)
+        helper = int(started.read_text())
+        CHROMIUM.stop_browser(process)
+        time.sleep(0.2)
+        state = Path(f"/proc/{helper}/stat")
+        alive = state.exists() and state.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    finally:  # a failing run leaves no helper behind (it ignores SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
     assert not alive, "a helper of the browser still runs after stop_browser"
     shutil.rmtree(profile)  # nothing writes into it any more
