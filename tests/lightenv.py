@@ -7,12 +7,11 @@ from here as a module."""
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from scriptkit import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 PY310 = REPO / ".venv-py310" / "bin" / "python"
@@ -26,9 +25,4 @@ def py310_python() -> Path:
 
 @functools.cache
 def light_core_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("light_core_script", REPO / "scripts" / "light_core.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses and the like look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("light_core", "light_core_script")

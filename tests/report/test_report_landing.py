@@ -4,29 +4,20 @@ plot first, and for a sweep the comparison across policies above the fold; every
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import REPO, FinishedRun, run_snakemake, standin_config, standin_policy, write_config
+from scriptkit import load_script
 
 pytestmark = pytest.mark.slow
 
 WIDTH, HEIGHT = 1400, 900
 
 
-def _chromium_module():
-    spec = importlib.util.spec_from_file_location("headless_chromium", REPO / "scripts" / "headless_chromium.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-CHROMIUM = _chromium_module()
+CHROMIUM = load_script("headless_chromium")
 
 
 def _need_chromium() -> None:

@@ -4,27 +4,16 @@ hand (docs/performance.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from scriptkit import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location("bench_batching", REPO / "scripts" / "bench_batching.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-batching = _load()
+batching = load_script("bench_batching")
 
 
 def test_the_ideal_counts_the_slots_that_can_be_busy_not_the_slots_started():

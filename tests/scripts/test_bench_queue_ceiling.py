@@ -5,28 +5,17 @@ Pure functions: the benchmark itself is run by hand (docs/scale.md)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import random
-import sys
 from pathlib import Path
 
 import pytest
+from scriptkit import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location("bench_queue_ceiling", REPO / "scripts" / "bench_queue_ceiling.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-ceiling = _load()
+ceiling = load_script("bench_queue_ceiling")
 
 METRICS = (
     "2026-12-05T01:58:37.398Z INFO [labtasker-server] database metrics {'db_connection_wait_seconds': "

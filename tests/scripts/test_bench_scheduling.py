@@ -4,27 +4,16 @@ run by hand (docs/performance.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
 
 import pytest
+from scriptkit import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location("bench_scheduling", REPO / "scripts" / "bench_scheduling.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-scheduling = _load()
+scheduling = load_script("bench_scheduling")
 
 
 def batch(claimed: float, started: float, ended: float, finished: float) -> dict[str, float]:

@@ -5,27 +5,16 @@ renderers, crash handler) could still write into the profile while it was being 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from scriptkit import load_script
 
-
-def _chromium_module():
-    spec = importlib.util.spec_from_file_location("headless_chromium", REPO / "scripts" / "headless_chromium.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-CHROMIUM = _chromium_module()
+CHROMIUM = load_script("headless_chromium")
 
 
 def browser_processes() -> dict[int, str]:
