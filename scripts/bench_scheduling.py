@@ -11,7 +11,9 @@ work / (W x span), the ideal bound max(work / W, longest unit) and span / bound,
 split into submit -> claim (queue wait) -> job step running (start-up: Snakemake job step, simulator interpreter,
 policy handshake) -> evaluation -> finished (job step exit, output check, report) -> noticed (the submitter's
 "Finished jobid" line), the median over the workers of first submission -> their first evaluation running ("first":
-worker warm-up and policy server start, the same for any batching) and the spread of the workers' last finishes
+what a worker does once, the same for any batching; the workers are started with the campaign's --configfile, as
+docs/cluster.md recommends, so that their node checks and policy server start come before the campaign, unless
+--workers-without-config) and the spread of the workers' last finishes
 ("tail": what batch sizes change); then where the workers' time went (worker_time: before the first claim, job
 step start, evaluation, end, between batches, after the last) and each campaign's batches in a model of its measured
 fixed costs (fixed_cost_model) next to that model's ceiling with no dispatch and no tail, which no batch plan can beat;
@@ -336,6 +338,7 @@ def run_campaign(args: argparse.Namespace, cache: Path, size: str, mode: str) ->
         worker_argv = [
             *[sys.executable, "-m", "evalwf.worker.main", "--gpus", gpus, "--idle-timeout", "0"],
             *["--poll-max", str(args.poll_max), "--allow-workflow", str(workdir), "--allow-workflow", str(REPO)],
+            *([] if args.workers_without_config else ["--configfile", str(config)]),
         ]
         with open(workdir / "workers.log", "wb") as out:
             env = embedded_env()
@@ -450,20 +453,18 @@ def simulate(durations: list[float], order: list[int], workers: int, overhead: f
 SHIPPED = [REPO / "config" / name for name in ("libero.yaml", "robotwin.yaml", "policies/standin.yaml")]
 
 
-def priced_batches(batch_size: BatchSize | None) -> tuple[list[float], set[str]]:
+def priced_batches(batch_size: BatchSize | None, prices_from: Path) -> tuple[list[float], set[str]]:
     """Expected seconds of every batch of the full campaigns, with every benchmark's batch_size replaced by
-    `batch_size` (None: as shipped), priced as `evalwf plan` prices them (this checkout's results/ measured), and
-    the bases of the prices."""
+    `batch_size` (None: as shipped), priced as `evalwf plan` prices them with `prices_from` as the results
+    directory (its batch records measure; none there: the documented figures), and the bases of the prices."""
     from evalwf.plan.campaign import Campaign
     from evalwf.plan.config import load_config
     from evalwf.plan.cost import CostModel
 
-    resized = (
-        None
-        if batch_size is None
-        else {"benchmarks": {name: {"batch_size": batch_size} for name in ("libero", "robotwin")}}
-    )
-    campaign = Campaign(load_config(*SHIPPED, overrides=resized))
+    overrides: dict[str, Any] = {"results_dir": str(prices_from)}
+    if batch_size is not None:
+        overrides["benchmarks"] = {name: {"batch_size": batch_size} for name in ("libero", "robotwin")}
+    campaign = Campaign(load_config(*SHIPPED, overrides=overrides))
     expected: list[float] = []
     bases: set[str] = set()
     for member in campaign.policy_campaigns():
@@ -518,8 +519,24 @@ def projection(
     auto_bounds: tuple[int, int | None] = (1, None),
     seed: int = 13,
     trials: int = 20,
+    prices_from: Path | None = None,
 ) -> Projection:
-    expected, bases = priced_batches(None)
+    """None: priced with no batch record (the documented figures, as on a fresh checkout), whatever lies under
+    this checkout's results/; a directory: priced from its records (`--prices-from results`, as `evalwf plan`)."""
+    with tempfile.TemporaryDirectory(prefix="bench-prices-") as empty:
+        return _projection(overhead, claim_gap, sizes, auto_bounds, seed, trials, prices_from or Path(empty))
+
+
+def _projection(
+    overhead: float,
+    claim_gap: float,
+    sizes: tuple[int, ...],
+    auto_bounds: tuple[int, int | None],
+    seed: int,
+    trials: int,
+    prices_from: Path,
+) -> Projection:
+    expected, bases = priced_batches(None, prices_from)
     rng = random.Random(seed)
     per_batch = overhead + claim_gap
     out: Projection = {
@@ -528,8 +545,8 @@ def projection(
         "per_batch_overhead_s": per_batch,
         "assumptions": [
             f"{len(expected)} batches of config/libero.yaml + config/robotwin.yaml (+ policies/standin.yaml); expected "
-            "cost = evalwf.plan.cost's, as `evalwf plan` prices them from the batch records under results/ (priced "
-            f"by: {', '.join(sorted(bases))})",
+            f"cost = evalwf.plan.cost's, as `evalwf plan` prices them from the batch records under {prices_from} "
+            f"(priced by: {', '.join(sorted(bases))})",
             "actual duration = expected x a factor drawn uniformly from [0.5, 1.0] per batch (episodes that succeed "
             "stop before the step limit); the priority is the expected cost (an upper bound), not the actual one",
             f"each batch occupies its worker for its duration + {overhead:.2f} s measured dispatch overhead "
@@ -543,7 +560,9 @@ def projection(
         ],
         "by_plan": {},
     }
-    auto_plans = {gpus: priced_batches(batch_size_setting("auto", gpus, *auto_bounds))[0] for gpus in PROJECTED_GPUS}
+    auto_plans = {
+        gpus: priced_batches(batch_size_setting("auto", gpus, *auto_bounds), prices_from)[0] for gpus in PROJECTED_GPUS
+    }
     out["auto_planned_for"] = {
         str(planned): {
             str(gpus): statistics.median(longest_first(costs, gpus, per_batch, random.Random(seed + gpus), trials))
@@ -551,7 +570,7 @@ def projection(
         }
         for planned, costs in auto_plans.items()
     }
-    finest = priced_batches(1)[0]
+    finest = priced_batches(1, prices_from)[0]
     out["finest_limits"] = {
         str(gpus): finest_limits(finest, gpus, per_batch, seed + gpus, trials) for gpus in PROJECTED_GPUS
     }
@@ -570,7 +589,7 @@ def projection(
             "longest_first_worst": min(longest),
         }
         plans: dict[str, list[float]] = {"as shipped (5)": expected}
-        plans |= {f"batches of {size}": priced_batches(size)[0] for size in sizes}
+        plans |= {f"batches of {size}": priced_batches(size, prices_from)[0] for size in sizes}
         plans[f"auto ({gpus} workers)"] = auto_plans[gpus]
         out["by_plan"][str(gpus)] = {
             label: {
@@ -798,12 +817,25 @@ def main() -> None:
         default=2.0,
         help="seconds the workers run before the campaign is submitted (their spares import Snakemake meanwhile)",
     )
+    parser.add_argument(
+        "--workers-without-config",
+        action="store_true",
+        help="start the workers without the campaign's --configfile: each checks its node and starts the policy "
+        "server at its first batch instead of at start",
+    )
     parser.add_argument("--scale-s", type=float, default=0.004, help="episode seconds per RoboTwin step of limit")
     parser.add_argument("--poll-max", type=float, default=0.5, help="workers' longest idle pause between claims")
     parser.add_argument("--status-every", type=int, default=1, help="seconds between status checks")
     parser.add_argument("--campaign-timeout", type=float, default=900)
     parser.add_argument("--scale", type=int, default=0, help="scale mode: queue this many tasks (no workers)")
     parser.add_argument("--idle-s", type=float, default=20.0, help="scale mode: idle window measured")
+    parser.add_argument(
+        "--prices-from",
+        type=Path,
+        metavar="RESULTS_DIR",
+        help="price the projection from the batch records in this results directory, as `evalwf plan` does "
+        "(default: none, the documented figures, whatever this checkout's results/ holds)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
         "--projection-only",
@@ -824,7 +856,11 @@ def main() -> None:
     if args.projection_only is not None:
         print_projection(
             projection(
-                args.projection_only, args.poll_max / 2, tuple(args.projection_sizes), (args.auto_min, args.auto_max)
+                args.projection_only,
+                args.poll_max / 2,
+                tuple(args.projection_sizes),
+                (args.auto_min, args.auto_max),
+                prices_from=args.prices_from,
             )
         )
         return
@@ -847,7 +883,13 @@ def main() -> None:
     print_campaigns(results)
     print_worker_time(results)
     overhead = median([r["dispatch_overhead_s"]["median"] for r in results])
-    projected = projection(overhead, args.poll_max / 2, tuple(args.projection_sizes), (args.auto_min, args.auto_max))
+    projected = projection(
+        overhead,
+        args.poll_max / 2,
+        tuple(args.projection_sizes),
+        (args.auto_min, args.auto_max),
+        prices_from=args.prices_from,
+    )
     print_projection(projected)
     print(f"\nbenchmark wall time {time.time() - started:.0f} s", flush=True)
     if args.json:

@@ -165,6 +165,10 @@ class FinishedRun:
     def benchmark_dir(self) -> Path:
         return Path(self.config["results_dir"]) / self.config["run"] / "standin"
 
+    def output(self) -> tuple[str, str]:
+        """What snakemake printed while it ran the campaign: stdout, stderr."""
+        return (self.workdir / "snakemake.stdout").read_text(), (self.workdir / "snakemake.stderr").read_text()
+
 
 def finished_run_config(workdir: Path) -> dict[str, Any]:
     """The shape every reader of the shared finished run needs, and no more: three tasks (the report's 15/15
@@ -199,7 +203,9 @@ def finished_standin_run(tmp_path_factory: pytest.TempPathFactory) -> FinishedRu
             shutil.rmtree(workdir, ignore_errors=True)
             workdir.mkdir()
             write_config(configfile, config)
-            run_snakemake(workdir, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
+            ran = run_snakemake(workdir, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
+            (workdir / "snakemake.stdout").write_text(ran.stdout)
+            (workdir / "snakemake.stderr").write_text(ran.stderr)
             finished.touch()
     return FinishedRun(workdir, configfile, config)
 

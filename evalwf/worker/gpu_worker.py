@@ -30,6 +30,7 @@ from evalwf.worker.job_steps import JobSteps
 from evalwf.worker.log import log
 from evalwf.worker.node_gate import NodeGate
 from evalwf.worker.policy_breaker import WorkerBreakers
+from evalwf.worker.policy_prestart import policy_to_prestart, prestart_policy_server
 from evalwf.worker.policy_server import GuardedPolicyServer
 from evalwf.worker.reporting import QueueReports
 from evalwf.worker.server_waits import ServerWaits
@@ -150,11 +151,22 @@ class GpuWorker:
         with contextlib.ExitStack() as registered:
             registered.enter_context(self.observer)
             if self.check_configs:
-                self.gate.check_configs(self.check_configs, campaign_key(self.allowed[0]))
+                self._warm_up(self.check_configs)
             code = self._run_slots()
             if self.left_blocked_slots:  # withdrawing the registration would wait for that server too; it expires
                 registered.pop_all()
             return code
+
+    def _warm_up(self, configfiles: list[str]) -> None:
+        """--configfile: the node checked for their benchmarks now, and their policy's server started beside the
+        slots' first claims (evalwf/worker/policy_prestart.py), unless no benchmark of theirs can run here."""
+        runnable = self.gate.check_configs(configfiles, campaign_key(self.allowed[0]))
+        spec, message = policy_to_prestart(configfiles)
+        if spec is not None and not runnable:
+            spec, message = None, "no policy server started at start: no benchmark of the config files runs here"
+        log(message)
+        if spec is not None:
+            prestart_policy_server(self.server, spec, self.stop, log)
 
     def _publish_refusals(self, refusing: dict[str, dict[str, str]]) -> None:
         try:

@@ -1,14 +1,15 @@
 """Elastic GPU worker: claims Labtasker tasks (Snakemake job steps) and runs them against its own policy server.
 
     evalwf worker --gpus 0,1 [--slots K] [--queue Q] [--route R] [--idle-timeout S]
-                                        [--allow-workflow DIR ...] [--url URL]
+                                        [--allow-workflow DIR ...] [--url URL] [--configfile FILE ...]
 
 `--gpus 0,1,...` starts one worker process per GPU (CUDA_VISIBLE_DEVICES set for everything it runs), each
 under a guardian so that it dies with this process. Each GPU worker:
 - owns ONE policy server (evalwf.worker.policy_server.GuardedPolicyServer) started from the policy of the
   campaign's own config files (a task carries only the policy identity, which must match), reused across
   batches while the policy identity is unchanged, restarted when it changes or the server died; its K job
-  slots (--slots) share it;
+  slots (--slots) share it; with --configfile (the campaign's config files) it is started at once, so that the
+  first batch finds the policy loaded (evalwf/worker/policy_prestart.py);
 - runs only Snakemake job steps of an allowed workflow directory (--allow-workflow, default: the current
   directory), whose command line it builds itself from an allow-list (evalwf/worker/job_payload.py: a
   task names a job, never a command), in that directory, with its own interpreter, under a guardian, with
@@ -75,9 +76,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         nargs="+",
         default=None,
         metavar="FILE",
-        help="check the node for these campaign config(s) at start (`evalwf doctor`'s checks, evalwf/worker/"
-        "node_gate.py); without it each campaign's benchmark is checked at its first task. A benchmark whose checks "
-        "fail is refused: its tasks go back to the queue uncharged",
+        help="the campaign's config file(s), as given to the submitter: the node is checked for their benchmarks "
+        "at start (`evalwf doctor`'s checks, evalwf/worker/node_gate.py) and the policy server of their one policy "
+        "started at once (evalwf/worker/policy_prestart.py); without it both wait for the first task. A benchmark "
+        "whose checks fail is refused: its tasks go back to the queue uncharged",
     )
     parser.add_argument("--url", default=None, help=f"Labtasker server URL (default: ${CLIENT_URL_ENV}, else embedded)")
     parser.add_argument("--server-root", default=None, help="root of the embedded Labtasker server (see the plugin)")

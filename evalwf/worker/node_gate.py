@@ -139,11 +139,11 @@ class NodeGate:
         with self._lock:
             return {c: dict(b) for c, b in self._refusing.items()}
 
-    def check_configs(self, configfiles: list[str], campaign: str) -> None:
+    def check_configs(self, configfiles: list[str], campaign: str) -> list[str]:
         """At start (worker --configfile): every benchmark these config files configure (a benchmark file alone will
-        do), checked now; a task whose own config files give the same section reuses the verdict."""
+        do), checked now; a task whose own config files give the same section reuses the verdict. Returns the
+        benchmarks that passed (their jobs run here)."""
         sections = self._sections(tuple(configfiles))
         if not sections:
             self.log(f"--configfile {' '.join(configfiles)}: no valid benchmark section to check at start")
-        for benchmark in sections:
-            self.verdict(tuple(configfiles), benchmark, campaign)
+        return [benchmark for benchmark in sections if not self.verdict(tuple(configfiles), benchmark, campaign)]

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from conftest import REPO
+from costkit import record_batch
 
 from evalwf.benchmark.adapter import TaskRef
 from evalwf.plan.campaign import Campaign
@@ -26,42 +27,6 @@ def libero_campaign(tmp_path, *overrides: dict) -> Campaign:
     for override in overrides:
         config["benchmarks"]["libero"].update(override)
     return Campaign(validate_config(config)).single()
-
-
-def record_batch(
-    tmp_path,
-    suite: str,
-    task: int,
-    episodes: list[tuple[int, bool]],
-    max_steps: int,
-    step_s: float,
-    run: str = "demo",
-    setup_s: float = 1.0,
-) -> None:
-    """A LIBERO batch of `run`: (steps, success) per episode, each 2 s of reset + steps x step_s, ran under
-    max_steps."""
-    records = [
-        {
-            "index": i,
-            "steps": steps,
-            "success": success,
-            "duration_s": 2.0 + steps * step_s,
-            "extra": {"max_steps": max_steps, "max_steps_override": True},
-        }
-        for i, (steps, success) in enumerate(episodes)
-    ]
-    path = tmp_path / "results" / run / "libero" / "batches" / suite / str(task) / f"0000-{len(records)}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    batch = {
-        "schema": "policy-eval.batch-result",
-        "run": run,
-        "benchmark": "libero",
-        "suite": suite,
-        "task": str(task),
-        "episodes": records,
-        "duration_s": sum(r["duration_s"] for r in records) + setup_s,
-    }
-    path.write_text(json.dumps(batch), encoding="utf-8")
 
 
 def test_failures_recorded_under_a_shortened_horizon_are_priced_at_the_full_horizon(tmp_path):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO, job_counts, run_snakemake, standin_config, write_config
 from runkit import fabricate_run
 
@@ -152,21 +153,26 @@ def test_dry_run_prints_the_plan_last(tmp_path):
     assert job_counts(out)["evaluate_batch"] == 2
 
 
-def test_plan_is_not_printed_outside_a_dry_run(tmp_path):
-    config = standin_config(tmp_path, standin={"episodes_per_task": 1, "batch_size": 1, "suites": {"beta": ["open"]}})
-    configfile = write_config(tmp_path / "c.yaml", config)
-    out = run_snakemake(tmp_path, "--profile", str(REPO / "profiles" / "local"), "--configfile", str(configfile))
-    assert "Plan of run" not in out.stdout + out.stderr
-    run_dir = Path(config["results_dir"]) / "t"
+def test_plan_is_not_printed_outside_a_dry_run(finished_standin_run):
+    stdout, stderr = finished_standin_run.output()
+    assert "Plan of run" not in stdout + stderr
+    config = finished_standin_run.config
+    run_dir = Path(config["results_dir"]) / config["run"]
     assert (run_dir / "campaign.yaml").exists()
-    assert to_json(build_plan(Campaign(validate_config(config)).single()))["total"]["done"] == 1
-    # the campaign ends on the plan recorded at submission (1 episode x 30 steps x the stand-in's documented
-    # 0.01 s) against what its one batch record took
-    took = json.loads(next(run_dir.glob("standin/batches/beta/open/*.json")).read_text())["duration_s"] / 3600
-    line = f"planned 8.33e-05 GPU-h, took {took:.3g} GPU-h ({took / (0.3 / 3600):.2f})"
-    assert json.loads((run_dir / "planned_cost.json").read_text())["gpu_hours"] == 0.3 / 3600
+    assert to_json(build_plan(Campaign(validate_config(config)).single()))["total"]["done"] == 6  # batches
+    # the campaign ends on the plan recorded at submission (its record job may run after a batch or two, which it
+    # prices at what they took) against what its six batch records took
+    recorded = json.loads((run_dir / "planned_cost.json").read_text())
+    planned = recorded["gpu_hours"]
+    assert recorded["batches"] == 6 and planned > 0
+    if recorded["batches_done"] == 0:  # 15 episodes x 15 steps x the stand-in's documented 0.01 s
+        assert planned == pytest.approx(15 * 15 * 0.01 / 3600)
+    batches = sorted(run_dir.glob("standin/batches/*/*/*.json"))
+    assert len(batches) == 6
+    took = sum(json.loads(path.read_text())["duration_s"] for path in batches) / 3600
+    line = f"planned {planned:.3g} GPU-h, took {took:.3g} GPU-h ({took / planned:.2f})"
     # after the last job, before only Snakemake's own closing lines (log path, elapsed time)
-    assert out.stderr.index(f"cost: {line}\n") > out.stderr.rindex("(100%) done")
+    assert stderr.index(f"cost: {line}") > stderr.rindex("(100%) done")
     assert f"Cost: {line}" in (run_dir / "landing.html").read_text()
 
 

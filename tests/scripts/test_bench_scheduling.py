@@ -54,3 +54,17 @@ def test_the_fixed_cost_model_starts_every_worker_late_charges_each_batch_and_wa
     # longest first on 2 workers: 4 -> worker 0 (ends 1 + 4.5), 3 -> worker 1 (4.5), 3 -> worker 1 (8.0)
     assert scheduling.fixed_cost_model([3.0, 4.0, 3.0], 2, 1.0, 0.5, 0.5) == pytest.approx(10 / (2 * 8.5))
     assert scheduling.fixed_cost_model([5.0, 5.0], 2, 0.0, 0.0, 0.0) == 1.0
+
+
+def test_the_projection_prices_from_the_records_it_is_given_and_none_by_default(tmp_path):
+    """A checkout's results/ (after `make demo`, say) must not change the documented projection: it is priced from
+    an empty results directory unless --prices-from names one, which then prices as `evalwf plan` does."""
+    from costkit import record_batch
+
+    empty = tmp_path / "empty"
+    conservative, bases = scheduling.priced_batches(None, empty)
+    assert bases == {"conservative"}
+    record_batch(tmp_path, "libero_spatial", 0, [(220, False)] * 3, 220, 0.05)
+    measured, bases = scheduling.priced_batches(None, tmp_path / "results")
+    assert "conservative" not in bases or len(bases) > 1, bases
+    assert len(measured) == len(conservative) and min(measured) < min(conservative)

@@ -317,3 +317,21 @@ def test_gpus_slurm_confines_are_given_to_the_workers_as_the_job_sees_them(tmp_p
                SLURM_JOB_GPUS="2,3", SLURM_STEP_GPUS="2,3", CUDA_VISIBLE_DEVICES="0,1")  # fmt: skip
     done = subprocess.run(["bash", str(TEMPLATE)], env=env, capture_output=True, text=True, timeout=30)
     assert "worker for GPUs 0,1 " in done.stdout, done.stdout + done.stderr
+
+
+def test_the_campaign_config_files_named_in_evalwf_configfiles_reach_the_worker(tmp_path):
+    """EVALWF_CONFIGFILES (as the submitter's --configfile, relative to the workflow directory): the worker is given
+    them, so it checks its node and starts the policy server before its first batch; unset, nothing is added."""
+    args_file = tmp_path / "argv"
+    python = fake_command(tmp_path / "bin", "python", f'#!/bin/sh\necho "$PWD $*" > {args_file}\n') / "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CUDA_VISIBLE", "EVALWF_"))}
+    env.update(LABTASKER_URL="https://127.0.0.1:9", LABTASKER_TOKEN="x", EVALWF_WORKFLOW_DIR=str(tmp_path),
+               EVALWF_LOG_ROOT=str(tmp_path / "logs"), EVALWF_PYTHON=str(python), EVALWF_GPUS="0",
+               EVALWF_CONFIGFILES="config/libero.yaml  my-policy.yaml")  # fmt: skip
+    done = subprocess.run(["bash", str(TEMPLATE)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    argv = args_file.read_text().split()
+    assert argv[0] == str(tmp_path) and argv[-3:] == ["--configfile", "config/libero.yaml", "my-policy.yaml"], argv
+    del env["EVALWF_CONFIGFILES"]
+    done = subprocess.run(["bash", str(TEMPLATE)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "--configfile" not in args_file.read_text(), done.stdout + done.stderr

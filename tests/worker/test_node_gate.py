@@ -184,7 +184,10 @@ def test_a_worker_whose_checks_fail_claims_nothing_and_the_submitter_says_why(
             campaign_key(str(workdir)): {"standin": warning.split(": ", 1)[1].split(". Check a node")[0]}
         }
 
-        workers.start("b", allow=[workdir, REPO], env={"STANDIN_PYTHON": sys.executable})
+        # B also starts the policy server at start, while its slot already claims: the batch waits for that start
+        _, log_b = workers.start(
+            "b", allow=[workdir, REPO], env={"STANDIN_PYTHON": sys.executable}, extra=["--configfile", str(configfile)]
+        )
         assert submitter.wait(300) == 0, log.read_text()[-5000:]
     finally:
         if submitter.poll() is None:
@@ -193,6 +196,12 @@ def test_a_worker_whose_checks_fail_claims_nothing_and_the_submitter_says_why(
     assert out_a.count("node checks for standin of") == 1, "checked once, at start (--configfile), then cached"
     assert out_a.index("node checks for standin of") < out_a.index("claimed task"), "before the first claim"
     assert "node checks for standin FAILED" in out_a and "light core   FAIL" in out_a
+    assert "no policy server started at start: no benchmark of the config files runs here" in out_a
+    assert json.loads((log_a / "status.json").read_text())["policy_server_state"] == "none"
+    out_b = (log_b / "worker.out").read_text()
+    assert "at start (--configfile), before the first batch" in out_b
+    status_b = json.loads((log_b / "status.json").read_text())
+    assert status_b["policy_server_loads"] == 1, "started at start and reused: " + out_b[-2000:]
     final_a = json.loads((log_a / "status.json").read_text())["tasks"]
     assert final_a["succeeded"] == final_a["failed"] == 0 and final_a["node_unfit"] >= 2, final_a
     tasks = all_tasks(client)
