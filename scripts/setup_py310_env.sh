@@ -10,7 +10,8 @@
 # modules (scripts/light_core.py), and the RoboTwin stand-in campaign through it. No Snakemake, Labtasker or pandas,
 # and not this checkout either (job steps put it on PYTHONPATH themselves, as for any simulator environment).
 #
-# The interpreter: $PY310, else python3.10 on PATH, else pyenv's newest 3.10. None found is an error, never a skip.
+# The interpreter: $PY310, else python3.10 on PATH, else pyenv's newest 3.10 (scripts/side_venv.sh). None found is an
+# error, never a skip.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,57 +21,16 @@ VENV="${PY310_VENV:-$ROOT/.venv-py310}"
 PINS=(numpy==1.26.4 msgpack==1.2.4 websockets==16.0 pyyaml==6.0.3 jsonschema==4.26.0 attrs==26.1.0
     jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==0.30.0 typing-extensions==4.16.0)
 
-say() { printf '[setup_py310_env] %s\n' "$*"; }
-die() {
-    printf '[setup_py310_env] ERROR: %s\n' "$*" >&2
-    exit 1
-}
+NAME=setup_py310_env
+MINOR=3.10
+PY_VAR=PY310
+MISSING="the light core must be tested on RoboTwin's Python 3.10. Install one (pyenv install 3.10.13, apt-get \
+install python3.10-venv, conda create -p /opt/py310 python=3.10) and rerun, or set PY310=/path/to/python3.10"
+# shellcheck source=scripts/side_venv.sh
+source "$ROOT/scripts/side_venv.sh"
 
-is_py310() { [[ -x "$1" ]] && [[ "$("$1" -c 'import sys; print(sys.version_info[:2] == (3, 10))' 2>/dev/null)" == True ]]; }
-
-find_py310() {
-    if [[ -n "${PY310:-}" ]]; then
-        is_py310 "$PY310" || die "PY310=$PY310 is not a Python 3.10 interpreter"
-        echo "$PY310"
-        return
-    fi
-    local candidate
-    candidate="$(command -v python3.10 || true)"
-    if [[ -n "$candidate" ]] && is_py310 "$candidate"; then
-        echo "$candidate"
-        return
-    fi
-    local pyenv_root="${PYENV_ROOT:-$HOME/.pyenv}"
-    for candidate in $(ls -d "$pyenv_root"/versions/3.10.* 2>/dev/null | sort -V -r); do
-        if is_py310 "$candidate/bin/python3.10"; then
-            echo "$candidate/bin/python3.10"
-            return
-        fi
-    done
-    die "no Python 3.10 found (PY310 unset, no python3.10 on PATH, none under $pyenv_root/versions): the light core \
-must be tested on RoboTwin's Python 3.10. Install one (pyenv install 3.10.13, apt-get install python3.10-venv, \
-conda create -p /opt/py310 python=3.10) and rerun, or set PY310=/path/to/python3.10"
-}
-
-PY="$VENV/bin/python"
-STAMP="$VENV/.installed"
-if [[ -x "$PY" ]] && ! is_py310 "$PY"; then
-    die "$VENV exists but is not a Python 3.10 venv ($("$PY" --version 2>&1)); remove it and rerun"
-fi
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "${PINS[*]}" ]]; then
-    say "venv: $VENV already holds ${PINS[*]}"
-    exit 0
-fi
-if [[ ! -x "$PY" ]]; then
-    BASE="$(find_py310)"
-    say "venv: creating $VENV with $BASE"
-    "$BASE" -m venv "$VENV" || die "$BASE -m venv $VENV failed (Debian: apt-get install python3.10-venv)"
-fi
-say "pip: installing ${PINS[*]} (--no-deps: exactly these)"
-"$PY" -m pip install --disable-pip-version-check --no-input -q --no-deps "${PINS[@]}" ||
-    die "pip install failed (is the package registry reachable?)"
+side_venv_install
 "$PY" -m pip check --disable-pip-version-check >/dev/null || die "pip check failed in $VENV: $("$PY" -m pip check)"
 "$PY" -c 'import numpy, msgpack, websockets, yaml, jsonschema; assert numpy.__version__ == "1.26.4", numpy.__version__' ||
     die "the light core does not import in $VENV"
-printf '%s' "${PINS[*]}" >"$STAMP"
-say "venv: $VENV ($("$PY" -c 'import sys; print(sys.version.split()[0])'), numpy 1.26.4) ready"
+side_venv_ready "numpy 1.26.4"
