@@ -38,8 +38,12 @@ def main(argv: list[str]) -> int:
     worker_log = REPO / ".snakemake" / "labtasker" / "demo-workers.log"
     print(f"demo: embedded Labtasker server {url}; two workers (log {worker_log.relative_to(REPO)})", flush=True)
     workers = GuardedProcess(
-        # no --url: workers of this directory find its embedded server (and its token) themselves
-        [sys.executable, "-m", "evalwf.worker.main", "--gpus", "0,1", "--idle-timeout", "0"],
+        # no --url: workers of this directory find its embedded server (and its token) themselves; the campaign's
+        # config file: each checks its node and starts the policy server while snakemake plans
+        [
+            *[sys.executable, "-m", "evalwf.worker.main", "--gpus", "0,1", "--idle-timeout", "0"],
+            *["--configfile", str(config)],
+        ],
         cwd=REPO,
         log_path=worker_log,
         grace_s=60.0,

@@ -31,6 +31,7 @@ def test_demo_standin_with_a_relative_config(monkeypatch, capsys):
     monkeypatch.chdir(REPO)
     assert demo.main(["config/standin.yaml"]) == 0
     assert "--url" not in started[0]
+    assert started[0][-2:] == ["--configfile", str(REPO / "config" / "standin.yaml")], "the policy loads at start"
     assert calls[0][-2:] == ["--configfile", str(REPO / "config" / "standin.yaml")]
     assert "--configfile config/standin.yaml --report results/standin-demo/report.html" in capsys.readouterr().out
 
