@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import uuid
 from pathlib import Path
 
 from conftest import standin_config, standin_policy, write_config
-from labtasker_testkit import REPO, labtasker_url, queue, wait_for, workers
+from labtasker_testkit import REPO, cmdlines, labtasker_url, queue, wait_for, workers
 
 from evalwf.worker.policy_prestart import policy_to_prestart
 
@@ -74,3 +76,33 @@ def test_a_worker_with_the_campaign_config_has_its_policy_server_ready_before_an
     out = (log_dir / "worker.out").read_text()
     assert out.index("node checks for standin passed") < out.index("at start (--configfile), before the first batch")
     assert "claimed task" not in out
+
+
+def test_a_worker_stopped_while_its_policy_loads_at_start_exits_and_leaves_no_server(
+    labtasker_url, queue, workers, tmp_path
+):
+    """SIGTERM while the policy server started at start is still loading (a model that takes minutes): the worker
+    stops that start, exits 0 promptly, and no process of the policy's command outlives it."""
+    marker = f"prestart-{uuid.uuid4().hex}".encode()
+    workdir = tmp_path / "wf"
+    workdir.mkdir()
+    slow = {
+        "name": "slow",
+        "command": f'{{python}} -c "import time; time.sleep(300)" {marker.decode()} {{port}}',
+        "startup_timeout_s": 600,
+    }
+    campaign = write_config(workdir / "campaign.yaml", standin_config(workdir, policy=slow))
+    process, log_dir = workers.start("w", allow=[workdir, REPO], extra=["--configfile", str(campaign)])
+
+    def loading() -> bool:
+        try:
+            return json.loads((log_dir / "status.json").read_text()).get("policy_server_state") == "loading"
+        except (OSError, ValueError):
+            return False
+
+    wait_for(loading, 60, "the policy server loading")
+    wait_for(lambda: any(marker in line for line in cmdlines()), 30, "the policy's process")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0, (log_dir / "worker.out").read_text()[-2000:]
+    assert not [line for line in cmdlines() if marker in line], "the policy's process outlived the worker"
+    assert "did not start at start" not in (log_dir / "worker.out").read_text(), "a stop is not a failed start"
