@@ -47,7 +47,9 @@ class TaskSubmission:
             return []
 
     def run_jobs(self, jobs: list[JobExecutorInterface]) -> None:  # type: ignore[override]
-        """The jobs that became ready together, submitted concurrently (submission.SubmitPool); each one is
+        """The jobs that became ready together, submitted concurrently (submission.SubmitPool), highest priority
+        first: workers already waiting claim while the rest are still being queued, and take the longest batch
+        queued so far, which is then the longest of all (Snakemake hands them over in its own order). Each job is
         still reported to Snakemake individually, from this thread."""
         self._take_sigterm()
         prepared = []
@@ -56,6 +58,7 @@ class TaskSubmission:
             if item is not None:
                 self.run_job_pre(job)
                 prepared.append(item)
+        prepared.sort(key=lambda item: -item.priority)  # stable: fifo (one priority) keeps Snakemake's order
         self._submit_prepared(prepared)
 
     def run_job(self, job: JobExecutorInterface) -> None:

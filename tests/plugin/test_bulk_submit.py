@@ -21,7 +21,7 @@ from snakemake_executor_plugin_labtasker.cancellation import PARKED_ROUTE, cance
 from snakemake_executor_plugin_labtasker.policy_breaker import PolicyStops
 from snakemake_executor_plugin_labtasker.progress import CampaignProgress
 from snakemake_executor_plugin_labtasker.status_query import StatusPoller
-from snakemake_executor_plugin_labtasker.submission import SubmissionStopped, SubmitPool
+from snakemake_executor_plugin_labtasker.submission import SUBMIT_THREADS, SubmissionStopped, SubmitPool
 
 JOBS = 60
 
@@ -82,6 +82,10 @@ def test_jobs_ready_together_are_each_submitted_once_and_reported_once(client, t
     assert len(tasks) == JOBS and len({t.id for t in tasks}) == JOBS
     assert {info.external_jobid for info in executor.reported} == {t.id for t in tasks}
     assert sorted(t.priority for t in tasks) == [10 + i for i in range(JOBS)], "longest-first priorities kept"
+    # handed over shortest first (the jobs' order), queued longest first: the first task the server holds is one of
+    # the SUBMIT_THREADS longest, sent first, so that a waiting worker claims the longest at once
+    first = min(tasks, key=lambda t: (t.created_at, -t.priority))
+    assert first.priority >= 10 + JOBS - SUBMIT_THREADS, (first.priority, first.created_at)
     assert set(executor._status.values()) == {"pending"}
     # a second submitter of the same campaign (or a restart) finds the same tasks: nothing new
     again = _executor(client, tmp_path)
