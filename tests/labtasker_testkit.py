@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import secrets
 import signal
@@ -241,6 +242,12 @@ def workers(labtasker_url: str, queue: str, tmp_path: Path) -> Iterator[Workers]
     pool = Workers(labtasker_url, queue, tmp_path / "workers")
     yield pool
     pool.stop_all()
+
+
+def status_of(log_dir: Path) -> dict:
+    """A worker's status.json (written atomically), {} before its first write."""
+    path = log_dir / "status.json"
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.2) -> object:

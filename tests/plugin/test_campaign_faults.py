@@ -36,6 +36,7 @@ from labtasker_testkit import (
     labtasker_url,
     queue,
     start_short_lease_server,
+    status_of,
     wait_for,
     workers,
 )
@@ -109,11 +110,6 @@ def stop(process: subprocess.Popen) -> None:
 def job_step_runs(workdir: Path, task_id: str) -> int:
     """One log per job-step execution of a task (the worker names it after the claim's run id)."""
     return len(list((workdir / ".snakemake" / "labtasker" / "tasks" / task_id).glob("*.log")))
-
-
-def status_of(log_dir: Path) -> dict:
-    path = log_dir / "status.json"
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def wait_batch_running(workdir: Path, line: str = "episode 0:", timeout: float = 180) -> None:

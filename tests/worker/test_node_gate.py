@@ -23,6 +23,7 @@ from labtasker_testkit import (
     client,
     labtasker_url,
     queue,
+    status_of,
     wait_for,
     workers,
 )
@@ -197,10 +198,10 @@ def test_a_worker_whose_checks_fail_claims_nothing_and_the_submitter_says_why(
     assert out_a.index("node checks for standin of") < out_a.index("claimed task"), "before the first claim"
     assert "node checks for standin FAILED" in out_a and "light core   FAIL" in out_a
     assert "no policy server started at start: no benchmark of the config files runs here" in out_a
-    assert json.loads((log_a / "status.json").read_text())["policy_server_state"] == "none"
+    assert status_of(log_a)["policy_server_state"] == "none"
     out_b = (log_b / "worker.out").read_text()
     assert "at start (--configfile), before the first batch" in out_b
-    status_b = json.loads((log_b / "status.json").read_text())
+    status_b = status_of(log_b)
     assert status_b["policy_server_loads"] == 1, "started at start and reused: " + out_b[-2000:]
     final_a = json.loads((log_a / "status.json").read_text())["tasks"]
     assert final_a["succeeded"] == final_a["failed"] == 0 and final_a["node_unfit"] >= 2, final_a

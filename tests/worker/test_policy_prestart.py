@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 from conftest import standin_config, standin_policy, write_config
-from labtasker_testkit import REPO, cmdlines, labtasker_url, queue, wait_for, workers
+from labtasker_testkit import REPO, cmdlines, labtasker_url, queue, status_of, wait_for, workers
 
 from evalwf.worker.policy_prestart import policy_to_prestart
 
@@ -63,14 +63,11 @@ def test_a_worker_with_the_campaign_config_has_its_policy_server_ready_before_an
     campaign = write_config(workdir / "campaign.yaml", standin_config(workdir))
     _, log_dir = workers.start("w", allow=[workdir, REPO], extra=["--configfile", str(campaign)])
 
-    def ready() -> dict | None:
-        try:
-            status = json.loads((log_dir / "status.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return status if status.get("policy_server_state") == "ready" else None
-
-    status = wait_for(ready, 60, "the policy server ready with nothing claimed")
+    status = wait_for(
+        lambda: (status := status_of(log_dir)).get("policy_server_state") == "ready" and status,
+        60,
+        "the policy server ready with nothing claimed",
+    )
     assert status["policy_identity"].startswith("standin-policy") and status["policy_server_loads"] == 1, status
     assert not any(status["tasks"].values()), status["tasks"]
     out = (log_dir / "worker.out").read_text()
@@ -94,13 +91,7 @@ def test_a_worker_stopped_while_its_policy_loads_at_start_exits_and_leaves_no_se
     campaign = write_config(workdir / "campaign.yaml", standin_config(workdir, policy=slow))
     process, log_dir = workers.start("w", allow=[workdir, REPO], extra=["--configfile", str(campaign)])
 
-    def loading() -> bool:
-        try:
-            return json.loads((log_dir / "status.json").read_text()).get("policy_server_state") == "loading"
-        except (OSError, ValueError):
-            return False
-
-    wait_for(loading, 60, "the policy server loading")
+    wait_for(lambda: status_of(log_dir).get("policy_server_state") == "loading", 60, "the policy server loading")
     wait_for(lambda: any(marker in line for line in cmdlines()), 30, "the policy's process")
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0, (log_dir / "worker.out").read_text()[-2000:]

@@ -20,6 +20,7 @@ from labtasker_testkit import (
     client,
     labtasker_url,
     queue,
+    status_of,
     wait_for,
     workers,
 )
@@ -29,11 +30,6 @@ pytestmark = pytest.mark.slow
 
 def labtasker_args(url: str, queue: str, configfile: Path) -> list[str]:
     return [*LABTASKER_PROFILE, "--configfile", str(configfile), "--labtasker-url", url, "--labtasker-queue", queue]
-
-
-def status_of(log_dir: Path) -> dict:
-    path = log_dir / "status.json"
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def test_one_policy_server_per_identity_across_batches_and_slots(labtasker_url, queue, client, workers, tmp_path):
