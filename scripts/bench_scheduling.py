@@ -521,22 +521,18 @@ def projection(
     trials: int = 20,
     prices_from: Path | None = None,
 ) -> Projection:
-    """None: priced with no batch record (the documented figures, as on a fresh checkout), whatever lies under
-    this checkout's results/; a directory: priced from its records (`--prices-from results`, as `evalwf plan`)."""
+    """`prices_from` None: priced with no batch record (the documented figures, as on a fresh checkout), whatever
+    lies under this checkout's results/; a directory: priced from its records (`--prices-from results`, as `evalwf
+    plan`). Every plan is priced once, then simulated on each GPU count."""
     with tempfile.TemporaryDirectory(prefix="bench-prices-") as empty:
-        return _projection(overhead, claim_gap, sizes, auto_bounds, seed, trials, prices_from or Path(empty))
-
-
-def _projection(
-    overhead: float,
-    claim_gap: float,
-    sizes: tuple[int, ...],
-    auto_bounds: tuple[int, int | None],
-    seed: int,
-    trials: int,
-    prices_from: Path,
-) -> Projection:
-    expected, bases = priced_batches(None, prices_from)
+        source = prices_from or Path(empty)
+        expected, bases = priced_batches(None, source)
+        auto_plans = {
+            gpus: priced_batches(batch_size_setting("auto", gpus, *auto_bounds), source)[0] for gpus in PROJECTED_GPUS
+        }
+        finest = priced_batches(1, source)[0]
+        sized = {f"batches of {size}": priced_batches(size, source)[0] for size in sizes}
+    records = f"the batch records under {prices_from}" if prices_from else "no batch record"
     rng = random.Random(seed)
     per_batch = overhead + claim_gap
     out: Projection = {
@@ -545,8 +541,8 @@ def _projection(
         "per_batch_overhead_s": per_batch,
         "assumptions": [
             f"{len(expected)} batches of config/libero.yaml + config/robotwin.yaml (+ policies/standin.yaml); expected "
-            f"cost = evalwf.plan.cost's, as `evalwf plan` prices them from the batch records under {prices_from} "
-            f"(priced by: {', '.join(sorted(bases))})",
+            f"cost = evalwf.plan.cost's, as `evalwf plan` prices them from {records} (priced by: "
+            f"{', '.join(sorted(bases))})",
             "actual duration = expected x a factor drawn uniformly from [0.5, 1.0] per batch (episodes that succeed "
             "stop before the step limit); the priority is the expected cost (an upper bound), not the actual one",
             f"each batch occupies its worker for its duration + {overhead:.2f} s measured dispatch overhead "
@@ -560,9 +556,6 @@ def _projection(
         ],
         "by_plan": {},
     }
-    auto_plans = {
-        gpus: priced_batches(batch_size_setting("auto", gpus, *auto_bounds), prices_from)[0] for gpus in PROJECTED_GPUS
-    }
     out["auto_planned_for"] = {
         str(planned): {
             str(gpus): statistics.median(longest_first(costs, gpus, per_batch, random.Random(seed + gpus), trials))
@@ -570,7 +563,6 @@ def _projection(
         }
         for planned, costs in auto_plans.items()
     }
-    finest = priced_batches(1, prices_from)[0]
     out["finest_limits"] = {
         str(gpus): finest_limits(finest, gpus, per_batch, seed + gpus, trials) for gpus in PROJECTED_GPUS
     }
@@ -588,9 +580,7 @@ def _projection(
             "longest_first_median": statistics.median(longest),
             "longest_first_worst": min(longest),
         }
-        plans: dict[str, list[float]] = {"as shipped (5)": expected}
-        plans |= {f"batches of {size}": priced_batches(size, prices_from)[0] for size in sizes}
-        plans[f"auto ({gpus} workers)"] = auto_plans[gpus]
+        plans = {"as shipped (5)": expected, **sized, f"auto ({gpus} workers)": auto_plans[gpus]}
         out["by_plan"][str(gpus)] = {
             label: {
                 "batches": len(costs),
