@@ -202,12 +202,11 @@ def sweep_outcome(campaign: Campaign, benchmark: str) -> dict[str, dict[str, Any
         low, high = intervals.get(name, (math.nan, math.nan))
         tasks = outcomes[name].shape[1]
         # speculative batches run after the policy's drop: never read, but spent (a cancelled one: what it ran)
-        wasted = sum(
-            batch.episodes.count if cancelled is None else cancelled
-            for batch in campaign.member(name).batches(benchmark)
-            if batch.path in discarded.get(name, [])
-            for cancelled in [cancelled_marker_episodes(batch.path)]
-        )
+        wasted = 0
+        for batch in campaign.member(name).batches(benchmark):
+            if batch.path in discarded.get(name, []):
+                ran = cancelled_marker_episodes(batch.path)
+                wasted += batch.episodes.count if ran is None else ran
         rows[name] = {
             "adaptive": f"dropped after round {record['round']}" if record else "evaluated in full",
             "episodes_per_task": int(outcomes[name].shape[0]),
